@@ -1,0 +1,1 @@
+"""Local model builders (no hub access needed)."""
