@@ -1,0 +1,62 @@
+"""Pieces shared by the CLI commands: options, error reporting, output helpers."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from model_optimizer.errors import EXIT_INTERRUPTED, MoptError, RecipeError
+
+console = Console()
+err_console = Console(stderr=True)
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", metavar="KEY=VALUE",
+                 help="Override a recipe value, e.g. --set engine.max_num_seqs=32 "
+                      "(repeatable; applied after the file, validated like it)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML file.", show_default=False,
+                                          metavar="RECIPE")]
+
+
+def print_json(data: Any) -> None:
+    """JSON to stdout, plain (no rich markup), one document."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def report_error(exc: MoptError, as_json: bool = False) -> None:
+    """Print a MoptError the way users should see it: no traceback."""
+    if as_json and isinstance(exc, RecipeError):
+        print_json({"ok": False, "errors": [d.to_dict() for d in exc.diagnostics]})
+        return
+    if as_json:
+        print_json({"ok": False, "error": str(exc)})
+        return
+    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+
+
+def handle_errors(func: Callable) -> Callable:
+    """Turn MoptError into its exit code and Ctrl-C into 130, with a clear message."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except MoptError as exc:
+            report_error(exc, bool(kwargs.get("as_json")))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return wrapper

@@ -1,0 +1,32 @@
+"""Entry point of the `mopt` command: registers one small module per command."""
+
+from __future__ import annotations
+
+import typer
+
+from model_optimizer import __version__
+from model_optimizer.cli.show import show
+from model_optimizer.cli.validate import validate
+
+app = typer.Typer(
+    name="mopt",
+    help="Recipe-driven, measured optimization of LLM deployments on vLLM.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.command()(validate)
+app.command()(show)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mopt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print mopt's version and exit.")) -> None:
+    """Recipe-driven, measured optimization of LLM deployments on vLLM."""

@@ -1,0 +1,50 @@
+"""`mopt show`: the resolved recipe, the exact vLLM command it maps to, and its vLLM config."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from model_optimizer.cli.common import (JsonOption, RecipeArg, SetOption, console,
+                                        handle_errors, print_json)
+from model_optimizer.recipe import load_recipe
+from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
+from model_optimizer.recipe.writer import write_vllm_config
+
+
+@handle_errors
+def show(
+    recipe: RecipeArg,
+    overrides: SetOption = None,
+    vllm_config_out: Annotated[
+        Path | None,
+        typer.Option("--vllm-config", help="Also write the vLLM-native config "
+                     "(for `vllm serve --config FILE`) to this .yaml file.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the resolved recipe (defaults filled in) and the vLLM command it launches."""
+    loaded = load_recipe(recipe, overrides)
+    argv = vllm_argv(loaded.resolved, loaded.base_dir)
+    env = server_env(loaded.resolved)
+    config = vllm_config(loaded.resolved, loaded.base_dir)
+    if vllm_config_out is not None:
+        write_vllm_config(vllm_config_out, config, source=str(recipe))
+    if as_json:
+        print_json({"recipe": loaded.resolved, "argv": argv, "env": env, "vllm_config": config})
+        return
+    console.rule(f"{loaded.name} (revision {loaded.resolved['revision']}): resolved recipe")
+    console.print(yaml.safe_dump(loaded.resolved, sort_keys=False), highlight=False,
+                  markup=False)
+    console.rule("vLLM command")
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    console.print((prefix + " " if prefix else "") + shlex.join(argv), highlight=False,
+                  markup=False, soft_wrap=True)
+    if loaded.resolved["engine"]["port"] == 0:
+        console.print("(--port 0: mopt picks a free port at launch)", style="dim")
+    if vllm_config_out is not None:
+        console.print(f"wrote vLLM config {vllm_config_out} "
+                      f"(run: vllm serve --config {vllm_config_out})", highlight=False)

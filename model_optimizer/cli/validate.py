@@ -1,0 +1,49 @@
+"""`mopt validate`: check recipes against the schema and mopt's cross-field rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from model_optimizer.cli.common import JsonOption, SetOption, console, err_console, print_json
+from model_optimizer.errors import EXIT_USAGE, RecipeError
+from model_optimizer.recipe import load_recipe
+
+
+def validate(
+    recipes: Annotated[list[Path], typer.Argument(help="Recipe files to check.",
+                                                  show_default=False)],
+    overrides: SetOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check recipes: schema, cross-field rules, overrides. Exit 0 when all are valid, 2 if not.
+
+    Every problem is reported at once, as file:line:column, with the dotted key path and
+    a suggested fix. Nothing is run or written.
+    """
+    results = []
+    for path in recipes:
+        try:
+            loaded = load_recipe(path, overrides)
+            results.append({"file": str(path), "ok": True, "name": loaded.name,
+                            "revision": loaded.resolved["revision"], "errors": []})
+        except RecipeError as exc:
+            results.append({"file": str(path), "ok": False,
+                            "errors": [d.to_dict() for d in exc.diagnostics], "text": exc.format()})
+    all_ok = all(r["ok"] for r in results)
+    if as_json:
+        print_json({"ok": all_ok, "recipes": [{k: v for k, v in r.items() if k != "text"}
+                                              for r in results]})
+    else:
+        for result in results:
+            if result["ok"]:
+                console.print(f"[green]ok[/]  {result['file']}  "
+                              f"({result['name']}, revision {result['revision']})",
+                              highlight=False)
+            else:
+                err_console.print(f"[bold red]invalid[/]  {result['file']}", highlight=False)
+                err_console.print(result["text"], highlight=False, soft_wrap=True, markup=False)
+    if not all_ok:
+        raise typer.Exit(EXIT_USAGE)

@@ -1,0 +1,50 @@
+"""Recipe format migrations: a chain of ``vN -> vN+1`` functions run before validation.
+
+Only format 1 exists today. When format 2 arrives, add ``MIGRATIONS[1] = _v1_to_v2`` and bump
+``CURRENT_VERSION`` in ``schema.py``; old recipes keep loading, one step at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from model_optimizer.errors import RecipeError
+from model_optimizer.recipe.schema import CURRENT_VERSION
+from model_optimizer.recipe.yamlsource import SourceMap
+
+Migration = Callable[[dict], dict]
+
+#: from-version -> function producing the next version's document
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
+            migrations: dict[int, Migration] | None = None) -> tuple[dict, int]:
+    """Bring ``doc`` to format ``current``; return it and the version it was written in."""
+    chain = MIGRATIONS if migrations is None else migrations
+    if "recipe_version" not in doc:
+        raise RecipeError([smap.diagnostic(
+            (), "recipe_version is missing",
+            f"add 'recipe_version: {current}' as the first key")])
+    version = doc["recipe_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RecipeError([smap.diagnostic(
+            ("recipe_version",), f"recipe_version must be a whole number, got {version!r}",
+            f"use 'recipe_version: {current}'")])
+    if version > current:
+        raise RecipeError([smap.diagnostic(
+            ("recipe_version",),
+            f"written for recipe format {version}, but this mopt reads formats up to {current}",
+            "upgrade mopt (pip install -U model-optimizer) to use this recipe")])
+    original = version
+    while version < current:
+        step = chain.get(version)
+        if step is None:
+            raise RecipeError([smap.diagnostic(
+                ("recipe_version",), f"recipe format {version} is not supported "
+                f"(no migration from {version} to {version + 1})",
+                f"formats 1 to {current} are supported")])
+        doc = step(dict(doc))
+        version += 1
+        doc["recipe_version"] = version
+    return doc, original

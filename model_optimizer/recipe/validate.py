@@ -1,0 +1,103 @@
+"""Schema validation of a recipe document, with located, human-worded diagnostics."""
+
+from __future__ import annotations
+
+import difflib
+
+import jsonschema
+
+from model_optimizer.errors import Diagnostic
+from model_optimizer.recipe.schema import recipe_schema
+from model_optimizer.recipe.yamlsource import SourceMap
+
+_TYPE_WORDS = {
+    "integer": "a whole number", "number": "a number", "string": "a string",
+    "boolean": "true or false", "object": "a mapping (key: value lines)",
+    "array": "a list", "null": "null",
+}
+
+
+def did_you_mean(word: object, choices: list) -> str | None:
+    """``did you mean 'x'?`` for the closest choice, if any is close."""
+    names = [str(c) for c in choices]
+    match = difflib.get_close_matches(str(word), names, n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else None
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _expected_types(types: object) -> str:
+    names = [types] if isinstance(types, str) else list(types)
+    return " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+
+
+def _unknown_keys(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagnostic]:
+    path = tuple(error.absolute_path)
+    allowed = list(error.schema.get("properties", {}))
+    out = []
+    for key in error.instance:
+        if key in allowed:
+            continue
+        hint = did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"
+        where = ".".join(map(str, path)) or "the top level"
+        out.append(smap.diagnostic((*path, key), f"unknown key '{key}' in {where}", hint,
+                                   prefer_key=True))
+    return out
+
+
+def _one_error(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagnostic]:
+    """Translate one jsonschema error into diagnostics."""
+    path = tuple(error.absolute_path)
+    kind, schema, value = error.validator, error.schema, error.instance
+    if kind == "additionalProperties":
+        return _unknown_keys(error, smap)
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        desc = schema.get("properties", {}).get(missing, {}).get("description", "")
+        return [smap.diagnostic(path, f"missing required key '{missing}'", desc or None,
+                                prefer_key=True)]
+    if kind == "type":
+        message = f"expected {_expected_types(error.validator_value)}, got {_describe(value)}"
+    elif kind == "enum":
+        choices = error.validator_value
+        hint = did_you_mean(value, choices)
+        listed = ", ".join(str(c) for c in choices)
+        return [smap.diagnostic(path, f"{_describe(value)} is not one of: {listed}", hint)]
+    elif kind == "const":
+        message = f"must be {error.validator_value!r}, got {_describe(value)}"
+    elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        word = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">",
+                "exclusiveMaximum": "<"}[kind]
+        message = f"must be {word} {error.validator_value}, got {_describe(value)}"
+    elif kind in ("minLength", "minItems"):
+        message = f"must not be empty, got {_describe(value)}"
+    elif kind == "pattern":
+        message = f"{_describe(value)} has characters that are not allowed"
+    elif kind == "propertyNames":
+        message = f"{_describe(value)} is not an allowed name"
+    elif kind in ("oneOf", "anyOf"):
+        message = f"{_describe(value)} is not allowed here"
+    else:
+        message = error.message
+    return [smap.diagnostic(path, message, schema.get("description"))]
+
+
+def schema_diagnostics(doc: dict, smap: SourceMap, version: int | None = None) -> list[Diagnostic]:
+    """Every schema violation of ``doc``, located through ``smap``."""
+    schema = recipe_schema() if version is None else recipe_schema(version)
+    validator = jsonschema.Draft202012Validator(schema)
+    out: list[Diagnostic] = []
+    for error in validator.iter_errors(doc):
+        out.extend(_one_error(error, smap))
+    return out

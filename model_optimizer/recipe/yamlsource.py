@@ -1,0 +1,172 @@
+"""Safe YAML loading that remembers where every key and value came from.
+
+PyYAML's safe constructor builds the data, so a ``!!python/object`` tag is an error, never
+code. The composed node tree is walked once more to record ``file:line:column`` for each
+dotted path and to reject duplicate keys (plain PyYAML silently keeps the last one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from model_optimizer.errors import Diagnostic, RecipeError
+
+MAX_RECIPE_BYTES = 1 << 20  # a recipe is a page of YAML; a megabyte is a mistake
+MAX_NODES = 100_000
+
+Path_ = tuple  # a path into the document: keys and list indexes
+
+
+@dataclass
+class SourceMap:
+    """Where things are in one source: 1-based line and column per document path."""
+
+    file: str
+    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    overridden: dict[Path_, str] = field(default_factory=dict)
+
+    def locate(self, path: Path_, prefer_key: bool = False) -> tuple[int | None, int | None]:
+        """Position of ``path``, else of its nearest ancestor that has one."""
+        path = tuple(path)
+        while True:
+            table_order = (self.keys, self.values) if prefer_key else (self.values, self.keys)
+            for table in table_order:
+                if path in table:
+                    return table[path]
+            if not path:
+                return (None, None)
+            path = path[:-1]
+
+    def diagnostic(self, path: Path_, message: str, hint: str | None = None,
+                   prefer_key: bool = False) -> Diagnostic:
+        """A diagnostic located at ``path`` (or at the ``--set`` that put it there)."""
+        path = tuple(path)
+        for cut in range(len(path), 0, -1):
+            if path[:cut] in self.overridden:
+                return Diagnostic(self.overridden[path[:cut]], None, None, dotted(path),
+                                  message, hint)
+        line, column = self.locate(path, prefer_key)
+        return Diagnostic(self.file, line, column, dotted(path), message, hint)
+
+
+def dotted(path: Path_) -> str:
+    """``('engine', 'env', 'X')`` -> ``engine.env.X``; list indexes as ``[i]``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _walk(node: yaml.Node, path: Path_, smap: SourceMap, problems: list[Diagnostic],
+          seen: set[int]) -> None:
+    """Record positions below ``node``; report duplicate keys. Aliases are walked once."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if len(seen) > MAX_NODES:
+        raise RecipeError([Diagnostic(smap.file, None, None, "",
+                                      f"more than {MAX_NODES} YAML nodes; a recipe is small")])
+    smap.values[path] = _mark(node)
+    if isinstance(node, yaml.MappingNode):
+        first_seen: dict[object, tuple[int, int]] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node)
+            if key in first_seen:
+                line, col = first_seen[key]
+                problems.append(Diagnostic(
+                    smap.file, *_mark(key_node), dotted((*path, key)),
+                    f"duplicate key '{key}' (first defined at line {line}, column {col})",
+                    "keep one of them: YAML would silently use the last"))
+                continue
+            first_seen[key] = _mark(key_node)
+            smap.keys[(*path, key)] = _mark(key_node)
+            _walk(value_node, (*path, key), smap, problems, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, (*path, index), smap, problems, seen)
+
+
+def _decode(raw: bytes, file: str) -> str:
+    """UTF-8 text, or a diagnostic pointing at the first bad byte."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise RecipeError([Diagnostic(
+            file, line, column, "", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
+            "save the file as UTF-8")]) from None
+    return text.removeprefix("\ufeff")
+
+
+def _yaml_error(exc: yaml.YAMLError, file: str) -> Diagnostic:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    hint = None
+    if "constructor for the tag" in problem:
+        problem = "unsafe or unknown YAML tag " + problem.split("tag", 1)[1].strip()
+        hint = "recipes hold plain data: remove the tag"
+    elif "found character '\\t'" in problem:
+        hint = "indent with spaces, not tabs"
+    else:
+        context = getattr(exc, "context", None)
+        problem = f"{context}: {problem}" if context else problem
+    line = mark.line + 1 if mark else None
+    column = mark.column + 1 if mark else None
+    return Diagnostic(file, line, column, "", f"YAML syntax: {problem}", hint)
+
+
+def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
+    """Parse YAML bytes safely into data plus a :class:`SourceMap`; raise RecipeError."""
+    if len(raw) > MAX_RECIPE_BYTES:
+        raise RecipeError([Diagnostic(
+            file, None, None, "",
+            f"file is {len(raw):,} bytes; recipes are limited to {MAX_RECIPE_BYTES:,}",
+            "is this the right file?")])
+    text = _decode(raw, file)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise RecipeError([Diagnostic(file, 1, 1, "", "the file is empty",
+                                          "start from recipes/tiny-cpu.yaml")])
+        data = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise RecipeError([_yaml_error(exc, file)]) from None
+    finally:
+        loader.dispose()
+    smap = SourceMap(file)
+    problems: list[Diagnostic] = []
+    _walk(node, (), smap, problems, set())
+    if problems:
+        raise RecipeError(problems)
+    return data, smap
+
+
+def read_yaml_file(path: str | Path) -> tuple[object, SourceMap]:
+    """Read and parse a YAML file; a missing or unreadable file is a RecipeError too."""
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise RecipeError([Diagnostic(file, None, None, "", "file not found",
+                                      "check the path; recipes live in recipes/")]) from None
+    except IsADirectoryError:
+        raise RecipeError([Diagnostic(file, None, None, "",
+                                      "is a folder, not a recipe file")]) from None
+    except OSError as exc:
+        raise RecipeError([Diagnostic(file, None, None, "",
+                                      f"cannot read: {exc.strerror}")]) from None
+    return parse_yaml(raw, file)
