@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from model_optimizer import __version__
+from model_optimizer.cli.apply import apply
 from model_optimizer.cli.show import show
+from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.validate import validate
 
 app = typer.Typer(
@@ -18,6 +20,8 @@ app = typer.Typer(
 )
 app.command()(validate)
 app.command()(show)
+app.command()(apply)
+app.command("tiny-model")(tiny_model)
 
 
 def _version(value: bool) -> None:

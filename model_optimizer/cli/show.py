@@ -9,8 +9,14 @@ from typing import Annotated
 import typer
 import yaml
 
-from model_optimizer.cli.common import (JsonOption, RecipeArg, SetOption, console,
-                                        handle_errors, print_json)
+from model_optimizer.cli.common import (
+    JsonOption,
+    RecipeArg,
+    SetOption,
+    console,
+    handle_errors,
+    print_json,
+)
 from model_optimizer.recipe import load_recipe
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.writer import write_vllm_config

@@ -68,7 +68,10 @@ def _check(doc: object, smap: SourceMap, overrides: list[str]) -> tuple[dict, di
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedRecipe:
-    """Load, migrate, override and validate a recipe file; raise RecipeError listing all problems."""
+    """Load, migrate, override and validate a recipe file.
+
+    Raises RecipeError listing every problem found.
+    """
     data, smap = read_yaml_file(path)
     overrides = list(overrides or [])
     doc, resolved, version = _check(data, smap, overrides)

@@ -55,7 +55,10 @@ def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None)
 
 
 def options_to_argv(options: list[Option]) -> list[str]:
-    """``[("max-num-seqs", 8), ("enforce-eager", True)]`` -> ``--max-num-seqs 8 --enforce-eager``."""
+    """``[("max-num-seqs", 8), ("enforce-eager", True)]`` -> ``--max-num-seqs 8 --enforce-eager``.
+
+    False becomes ``--no-FLAG`` (vLLM's boolean flags accept that form).
+    """
     argv: list[str] = []
     for flag, value in options:
         if value is True:
@@ -83,6 +86,17 @@ def vllm_config(recipe: dict, base_dir: Path | None) -> dict:
 def server_env(recipe: dict) -> dict[str, str]:
     """Environment variables the recipe adds for the server process."""
     return {str(k): _env_text(v) for k, v in recipe["engine"]["env"].items()}
+
+
+def expand_references(values: list[str] | dict[str, str], environ: dict[str, str]):
+    """Replace ``${VAR}`` items with their value from ``environ`` (missing: empty string)."""
+    def one(text: str) -> str:
+        if text.startswith("${") and text.endswith("}"):
+            return environ.get(text[2:-1], "")
+        return text
+    if isinstance(values, dict):
+        return {k: one(v) for k, v in values.items()}
+    return [one(v) for v in values]
 
 
 def _env_text(value: object) -> str:

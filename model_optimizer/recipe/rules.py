@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from model_optimizer.archive.redact import is_reference, is_secret_name
 from model_optimizer.errors import Diagnostic
 from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.vllm_flags import KNOWN_FLAGS
@@ -35,7 +36,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _parallel_rule):
+                 _sweep_rules, _parallel_rule, _secret_rule):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -149,3 +150,18 @@ def _parallel_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             f"tensor_parallel_size {tp} needs {tp} accelerators; hardware.count is {count}",
             "raise hardware.count or lower tensor_parallel_size")]
     return []
+
+
+def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Secrets never sit in a recipe (recipes are archived and shared): use ${VAR}."""
+    out = []
+    engine = recipe["engine"]
+    for section, mapping in (("env", engine["env"]), ("extra_args", engine["extra_args"])):
+        for name, value in mapping.items():
+            if is_secret_name(str(name)) and not is_reference(value):
+                out.append(smap.diagnostic(
+                    ("engine", section, name),
+                    f"'{name}' looks like a secret written into the recipe",
+                    f"keep it in mopt's environment and write '${{{name.upper().replace('-', '_')}}}'"
+                    " here; mopt expands it at launch and never archives it"))
+    return out

@@ -1,8 +1,9 @@
 """Long option names of vLLM's OpenAI server, as its argument parser lists them.
 
-Read from vLLM 0.32.0's parser (``make_arg_parser``) with ``--`` and ``--no-`` stripped. ``engine.extra_args``
-is checked against this list so a misspelled flag fails at validation, not 60 s into a launch.
-Flags that a recipe sets through a first-class field are listed in ``FIRST_CLASS``.
+Read from vLLM 0.32.0's parser (``make_arg_parser``) with ``--`` and ``--no-`` stripped.
+``engine.extra_args`` is checked against this list so a misspelled flag fails at validation,
+not a minute into a launch. Flags that a recipe sets through a first-class field are
+listed in ``rules.FIRST_CLASS_FLAGS``.
 """
 
 KNOWN_FLAGS: frozenset[str] = frozenset({

@@ -1,0 +1,91 @@
+"""`mopt apply`: launch vLLM from a recipe, load-test it, archive the run."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.archive.report import fmt
+from model_optimizer.cli.common import (JsonOption, RecipeArg, SetOption, console, err_console,
+                                        handle_errors, print_json)
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.recipe import load_recipe
+from model_optimizer.runner import RunOutcome, run_recipe
+
+RunsDirOption = Annotated[
+    Path | None,
+    typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",
+                 show_default=False)]
+
+
+def _sigterm_as_interrupt() -> None:
+    """Treat SIGTERM like Ctrl-C so cleanup (stopping vLLM) always runs."""
+    def handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+def summary_table(outcome: RunOutcome) -> Table:
+    """The figures of one run as a rich table."""
+    metrics = outcome.metrics
+    table = Table(title=f"{outcome.run_id}: {outcome.status}", show_edge=False)
+    for column in ("metric", "mean", "p50", "p90", "p99"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for label, key in (("TTFT ms", "ttft"), ("TPOT ms", "tpot"), ("ITL ms", "itl"),
+                       ("E2E ms", "e2e")):
+        table.add_row(label, *(fmt(metrics.get(f"{key}_{s}_ms"))
+                               for s in ("mean", "p50", "p90", "p99")))
+    return table
+
+
+def print_outcome(outcome: RunOutcome) -> None:
+    """Summary of a run for humans."""
+    metrics = outcome.metrics
+    if outcome.failure is not None:
+        err_console.print(f"[bold red]{outcome.status}[/]: {outcome.failure.hint}",
+                          highlight=False)
+        for line in outcome.failure.evidence[:6]:
+            err_console.print(f"  log: {line}", highlight=False, markup=False)
+    if metrics.get("requests"):
+        console.print(summary_table(outcome))
+        console.print(
+            f"{metrics['completed']} ok / {metrics['failed']} failed in "
+            f"{fmt(metrics.get('window_s'), 2)} s: {fmt(metrics.get('qps'), 2)} req/s, "
+            f"{fmt(metrics.get('output_tok_s'))} output tok/s, "
+            f"goodput {fmt(metrics.get('goodput_qps'), 2)} req/s", highlight=False)
+        if outcome.ok:
+            verdict = ("[green]SLOs met[/]" if outcome.slo_met else
+                       "[red]SLOs not met:[/] " + "; ".join(metrics.get("slo_violations") or []))
+            console.print(verdict, highlight=False)
+    console.print(f"archive: {outcome.archive}", highlight=False)
+
+
+@handle_errors
+def apply(
+    recipe: RecipeArg,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Launch vLLM from RECIPE, load-test it and archive the run under runs/.
+
+    Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input; 3 the server
+    failed to start; 4 the run completed but missed an SLO; 5 the engine failed during the
+    load; 130 interrupted. The vLLM server is always stopped before mopt exits.
+    """
+    loaded = load_recipe(recipe, overrides)
+    _sigterm_as_interrupt()
+    total = loaded.resolved["workload"].get("num_requests")
+    progress_console = err_console if as_json else console
+    with RunProgress(progress_console, total=total) as progress:
+        outcome = run_recipe(loaded, runs_dir(runs_dir_opt), on_event=progress)
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        print_outcome(outcome)
+    raise typer.Exit(outcome.exit_code)

@@ -1,0 +1,66 @@
+"""Live progress for long commands: phase, requests done, live QPS and TTFT."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+class RunProgress:
+    """Renders runner events as one live status line (plain lines when not a terminal)."""
+
+    def __init__(self, console: Console, label: str = "", total: int | None = None):
+        self.console = console
+        self.label = label
+        self.total = total
+        self.live = Live(Text(""), console=console, refresh_per_second=4, transient=True)
+        self.interactive = console.is_terminal
+
+    def __enter__(self) -> RunProgress:
+        if self.interactive:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.interactive:
+            self.live.stop()
+
+    def _show(self, text: str) -> None:
+        if self.interactive:
+            self.live.update(Text(f"{self.label}{text}"))
+
+    def _log(self, text: str) -> None:
+        self.console.print(f"{self.label}{text}", highlight=False, markup=False)
+
+    def __call__(self, phase: str, data: dict) -> None:
+        """Runner event callback."""
+        if phase == "archive":
+            self._log(f"archive: {data['path']}")
+        elif phase == "starting":
+            self._log("starting vLLM ...")
+        elif phase == "waiting":
+            self._show(f"waiting for the server to be healthy ({data['elapsed_s']:.0f} s)")
+        elif phase == "ready":
+            self._log(f"server healthy after {data['ready_after_s']:.1f} s")
+        elif phase == "start_failed":
+            self._log(f"server failed to start: {data['class']}")
+        elif phase == "load":
+            self._log("load test running (warm-up first) ...")
+        elif phase == "progress":
+            self._show(self._progress_text(data))
+        elif phase == "stopping":
+            self._show("stopping the server ...")
+
+    def _progress_text(self, data: dict) -> str:
+        total = f"/{self.total}" if self.total and data.get("phase") == "measure" else ""
+        ttft = data.get("ttft_p50_ms")
+        telemetry = data.get("telemetry") or {}
+        kv = telemetry.get("kv_cache_usage_perc")
+        parts = [f"{data.get('phase', '')}: {data.get('done', 0)}{total} done",
+                 f"{data.get('failed', 0)} failed", f"{data.get('in_flight', 0)} in flight",
+                 f"{data.get('qps', 0):.2f} req/s",
+                 f"TTFT p50 {ttft:.0f} ms" if ttft is not None else "TTFT p50 -"]
+        if kv is not None:
+            parts.append(f"KV {kv * 100:.0f}%")
+        return " | ".join(parts)

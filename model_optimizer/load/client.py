@@ -1,0 +1,581 @@
+"""Async streaming load generator for OpenAI-compatible servers (vLLM first).
+
+One ``aiohttp`` session sends streamed ``/v1/completions`` or ``/v1/chat/completions``
+requests and times every chunk. The measurement follows DESIGN.md section 2 and matches
+``vllm bench serve``:
+
+- A *content chunk* is an SSE event with a non-empty ``choices`` list, except a chat role
+  announcement (``delta`` with ``role`` and no content). vLLM sends one such chunk per generated
+  token, even when the token's text is held back (an incomplete UTF-8 character) and so empty.
+- ``output_tokens`` and ``prompt_tokens`` come from the server's ``usage`` (requested with
+  ``stream_options.include_usage``); chunks are never counted for them. A stream without
+  ``usage`` or without ``[DONE]`` is a failed request, as is one with an ``error`` event.
+
+Load shapes: warm-up requests first (closed loop at the same concurrency, excluded from the
+measurement, still passed to ``on_record`` with ``warmup=True``), then the measured window:
+
+- ``request_rate: inf``: closed loop keeping ``concurrency`` requests in flight (None -> 1).
+- a number: open loop with seeded Poisson arrivals (exponential gaps) at that rate, capped at
+  ``concurrency`` in flight when it is set (a capped arrival waits for a free slot), uncapped
+  when it is None.
+
+The window opens when the first measured request is sent. It closes when the last measured
+request finishes: ``num_requests`` and ``duration_s`` bound only the *sending* (whichever
+comes first); requests in flight at the deadline run to completion (or to their timeout) and
+count. QPS is therefore completed requests over a window that contains every one of them.
+All times in records and results are wall-clock epoch seconds derived from one
+``perf_counter`` anchor, so they are mutually consistent and monotonic.
+
+Prompts are consumed in order: warm-up request ``i`` uses ``prompts[i]``, measured request ``i``
+uses ``prompts[warmup_requests + i]``, cycling when the list runs out (with prefix caching on,
+a repeated prompt hits the cache; ``prompts_needed`` says how many to make).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+
+from model_optimizer.load.stats import percentile
+
+PROGRESS_INTERVAL_S = 0.5
+STOP_POLL_INTERVAL_S = 0.1
+ERROR_BODY_CHARS = 300
+
+RecordCallback = Callable[["RequestRecord"], None]
+StopCallback = Callable[[], Any]
+ProgressCallback = Callable[[dict], None]
+
+
+@dataclass
+class RequestRecord:
+    """The measured facts about one request. Offsets and durations in seconds."""
+
+    index: int
+    warmup: bool
+    sent_at: float
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    itl_s: list[float] = field(default_factory=list)
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    ok: bool = False
+    status: int | None = None
+    error: str | None = None
+    finished_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+@dataclass
+class LoadResult:
+    """Records of one load run and its measured window (wall-clock epoch seconds)."""
+
+    records: list[RequestRecord]
+    warmup_records: list[RequestRecord]
+    window_start: float | None
+    window_end: float | None
+    window_s: float | None
+    stopped_reason: str | None = None
+
+
+class _Clock:
+    """``perf_counter`` precision, expressed as wall-clock epoch seconds."""
+
+    def __init__(self) -> None:
+        self._wall_anchor = time.time()
+        self._perf_anchor = time.perf_counter()
+
+    def wall(self, perf: float) -> float:
+        return self._wall_anchor + (perf - self._perf_anchor)
+
+
+class _StreamError(Exception):
+    """A stream that broke the protocol or reported an error."""
+
+
+class _SSEParser:
+    """Incremental Server-Sent Events parser returning the ``data`` of complete events."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data_lines: list[str] = []
+
+    def feed(self, data: bytes) -> list[str]:
+        """Add received bytes; return the data of every event they complete."""
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        events: list[str] = []
+        for raw_line in lines:
+            self._line(raw_line.rstrip(b"\r"), events)
+        return events
+
+    def finish(self) -> list[str]:
+        """Flush an event left unterminated when the stream ended."""
+        events: list[str] = []
+        if self._buffer.strip():
+            self._line(self._buffer.rstrip(b"\r"), events)
+        self._buffer = b""
+        self._line(b"", events)
+        return events
+
+    def _line(self, line: bytes, events: list[str]) -> None:
+        if not line:
+            if self._data_lines:
+                events.append("\n".join(self._data_lines))
+                self._data_lines = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data_lines.append(value[1:] if value.startswith(b" ") else value)
+            self._data_lines[-1] = self._data_lines[-1].decode("utf-8", errors="replace")
+        # Comments (":" lines) and other fields (event:, id:, retry:) carry no data.
+
+
+def _is_content_chunk(choices: list, chat: bool) -> bool:
+    """Whether a chunk's ``choices`` carry generated output (see the module docstring)."""
+    if not chat:
+        return True
+    delta = choices[0].get("delta") or {}
+    if "role" not in delta:
+        return True
+    return bool(delta.get("content") or delta.get("reasoning_content")
+                or delta.get("reasoning") or delta.get("tool_calls"))
+
+
+@dataclass
+class _StreamState:
+    chat: bool
+    sent_perf: float
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    usage: dict | None = None
+    done: bool = False
+
+    def handle(self, data: str, now_perf: float) -> None:
+        """Apply one SSE event's data."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise _StreamError(f"malformed SSE data: {data[:ERROR_BODY_CHARS]!r}") from None
+        if not isinstance(event, dict):
+            raise _StreamError(f"malformed SSE data: {data[:ERROR_BODY_CHARS]!r}")
+        if event.get("error"):
+            raise _StreamError(f"error in stream: {_error_message(event)}")
+        choices = event.get("choices")
+        if choices and _is_content_chunk(choices, self.chat):
+            self.chunk_offsets_s.append(now_perf - self.sent_perf)
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
+
+
+def _error_message(body: Any) -> str:
+    """The message of an OpenAI-style error body, or the body itself, shortened."""
+    if isinstance(body, dict) and body.get("error") is not None:
+        error = body["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        return str(message)[:ERROR_BODY_CHARS]
+    return str(body)[:ERROR_BODY_CHARS]
+
+
+def parse_request_rate(value: Any) -> float | None:
+    """Requests/s as a float, or None for ``'inf'`` (send as fast as concurrency allows)."""
+    if value is None or value == "inf":
+        return None
+    rate = float(value)
+    if math.isinf(rate):
+        return None
+    if rate <= 0:
+        raise ValueError(f"request_rate must be positive or 'inf', got {value!r}")
+    return rate
+
+
+def prompts_needed(workload: Mapping[str, Any]) -> int | None:
+    """Distinct prompts a run consumes, or None when bounded only by duration."""
+    if workload.get("num_requests") is None:
+        return None
+    return int(workload.get("warmup_requests") or 0) + int(workload["num_requests"])
+
+
+def _api_url(base_url: str, endpoint: str) -> str:
+    """``http://host:port`` or ``.../v1`` -> the full endpoint URL."""
+    base = base_url.rstrip("/")
+    base = base.removesuffix("/v1")
+    path = "chat/completions" if endpoint == "chat" else "completions"
+    return f"{base}/v1/{path}"
+
+
+def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
+    """The JSON body of one streamed request (max_tokens with ignore_eos, usage included)."""
+    output_tokens = int(workload["output_tokens"])
+    payload: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
+    if workload.get("endpoint", "completions") == "chat":
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        payload["messages"] = messages
+        payload["max_completion_tokens"] = output_tokens
+    else:
+        payload["prompt"] = prompt
+        payload["max_tokens"] = output_tokens
+    return payload
+
+
+class _LoadRun:
+    """State of one ``run_load`` call: dispatching, in-flight tasks, records, stop."""
+
+    def __init__(self, base_url: str, model: str, workload: Mapping[str, Any],
+                 prompts: Sequence[Any], on_record: RecordCallback | None,
+                 should_stop: StopCallback | None, on_progress: ProgressCallback | None):
+        if not prompts:
+            raise ValueError("run_load needs at least one prompt")
+        if workload.get("num_requests") is None and workload.get("duration_s") is None:
+            raise ValueError("workload needs num_requests or duration_s")
+        self.workload = workload
+        self.model = model
+        self.prompts = prompts
+        self.url = _api_url(base_url, workload.get("endpoint", "completions"))
+        self.chat = workload.get("endpoint", "completions") == "chat"
+        self.rate = parse_request_rate(workload.get("request_rate", "inf"))
+        self.concurrency = workload.get("concurrency")
+        if self.concurrency is None and self.rate is None:
+            self.concurrency = 1
+        self.timeout_s = float(workload.get("request_timeout_s") or 300)
+        self.warmup_count = int(workload.get("warmup_requests") or 0)
+        self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
+        self.clock = _Clock()
+        self.session: aiohttp.ClientSession | None = None
+        self.semaphore: asyncio.Semaphore | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.dispatcher: asyncio.Task | None = None
+        self.records: list[RequestRecord] = []
+        self.warmup_records: list[RequestRecord] = []
+        self.stop_reason: str | None = None
+        self.interrupted = False
+        self.callback_error: BaseException | None = None
+        self.phase = "warmup"
+        self.phase_start_perf = time.perf_counter()
+        self.window_start_perf: float | None = None
+        self.last_finish_perf: float | None = None
+        self.sorted_ttft_s: list[float] = []
+
+    # ----- running -------------------------------------------------------------------------
+
+    async def run(self) -> LoadResult:
+        """Warm up, measure, and return the result (see the module docstring)."""
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                         trust_env=False) as session:
+            self.session = session
+            monitor = asyncio.create_task(self._monitor())
+            try:
+                await self._run_phases()
+            except BaseException:
+                self.interrupted = True
+                await self._cancel_all()
+                raise
+            finally:
+                monitor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await monitor
+        self._emit_progress()
+        if self.callback_error is not None:
+            raise self.callback_error
+        return self._result()
+
+    async def _run_phases(self) -> None:
+        if self.warmup_count:
+            await self._phase(warmup=True, count=self.warmup_count, rate=None, deadline=None)
+        if self.stop_reason is not None:
+            return
+        self.phase = "measure"
+        self.phase_start_perf = self.window_start_perf = time.perf_counter()
+        duration_s = self.workload.get("duration_s")
+        deadline = None if duration_s is None else self.window_start_perf + float(duration_s)
+        count = self.workload.get("num_requests")
+        await self._phase(warmup=False, count=count, rate=self.rate, deadline=deadline)
+
+    async def _phase(self, warmup: bool, count: int | None, rate: float | None,
+                     deadline: float | None) -> None:
+        """Dispatch one phase and wait until its last request finished."""
+        limit = self.concurrency if not warmup else (self.concurrency or 1)
+        self.semaphore = asyncio.Semaphore(limit) if limit else None
+        self.dispatcher = asyncio.create_task(self._dispatch(warmup, count, rate, deadline))
+        await asyncio.wait({self.dispatcher})
+        if not self.dispatcher.cancelled() and self.dispatcher.exception() is not None:
+            raise self.dispatcher.exception()
+        while self.tasks:
+            await asyncio.wait(set(self.tasks))
+
+    async def _dispatch(self, warmup: bool, count: int | None, rate: float | None,
+                        deadline: float | None) -> None:
+        """Launch requests: closed loop (rate None) or seeded Poisson arrivals."""
+        rng = random.Random(self.workload.get("seed", 0))
+        next_arrival = time.perf_counter()
+        index = 0
+        while count is None or index < count:
+            if rate is not None:
+                if index:
+                    next_arrival += rng.expovariate(rate)
+                wake = next_arrival if deadline is None else min(next_arrival, deadline)
+                await asyncio.sleep(max(0.0, wake - time.perf_counter()))
+            if self.semaphore is not None:
+                await self.semaphore.acquire()
+            if deadline is not None and time.perf_counter() >= deadline:
+                if self.semaphore is not None:
+                    self.semaphore.release()
+                return
+            self._launch(index, warmup)
+            index += 1
+
+    def _launch(self, index: int, warmup: bool) -> None:
+        position = index if warmup else self.warmup_count + index
+        prompt = self.prompts[position % len(self.prompts)]
+        task = asyncio.create_task(self._request_task(index, warmup, prompt))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _request_task(self, index: int, warmup: bool, prompt: Any) -> None:
+        semaphore = self.semaphore
+        try:
+            record = await self._send(index, warmup, prompt)
+        finally:
+            if semaphore is not None:
+                semaphore.release()
+        self._deliver(record)
+
+    # ----- one request ---------------------------------------------------------------------
+
+    async def _send(self, index: int, warmup: bool, prompt: Any) -> RequestRecord:
+        """Send one streamed request; every failure becomes a failed record."""
+        payload = build_payload(self.model, self.workload, prompt)
+        sent_perf = time.perf_counter()
+        record = RequestRecord(index=index, warmup=warmup, sent_at=self.clock.wall(sent_perf))
+        state = _StreamState(chat=self.chat, sent_perf=sent_perf)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._post(payload, record, state)
+        except asyncio.CancelledError:
+            if self.stop_reason is None or self.interrupted:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            record.error = f"cancelled: {self.stop_reason}"
+        except TimeoutError:
+            record.error = f"timeout after {self.timeout_s:g} s"
+        except _StreamError as exc:
+            record.error = str(exc)
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            record.error = f"{type(exc).__name__}: {exc}"
+        finish_perf = time.perf_counter()
+        record.finished_at = self.clock.wall(finish_perf)
+        if not warmup:
+            self.last_finish_perf = finish_perf
+        _fill_timings(record, state)
+        return record
+
+    async def _post(self, payload: dict, record: RequestRecord, state: _StreamState) -> None:
+        assert self.session is not None
+        async with self.session.post(self.url, json=payload) as response:
+            record.status = response.status
+            if response.status != 200:
+                record.error = f"HTTP {response.status}: {await _error_text(response)}"
+                return
+            parser = _SSEParser()
+            async for data in response.content.iter_any():
+                now_perf = time.perf_counter()
+                for event in parser.feed(data):
+                    state.handle(event, now_perf)
+                if state.done:
+                    break
+            if not state.done:
+                for event in parser.finish():
+                    state.handle(event, time.perf_counter())
+        _check_complete(record, state)
+
+    # ----- delivery, stop, progress --------------------------------------------------------
+
+    def _deliver(self, record: RequestRecord) -> None:
+        (self.warmup_records if record.warmup else self.records).append(record)
+        if record.ok and not record.warmup and record.ttft_s is not None:
+            bisect.insort(self.sorted_ttft_s, record.ttft_s)
+        if self.on_record is None:
+            return
+        try:
+            self.on_record(record)
+        except Exception as exc:  # surfaced by run() once everything has stopped
+            if self.callback_error is None:
+                self.callback_error = exc
+                self._request_stop(f"on_record raised {type(exc).__name__}")
+
+    def _request_stop(self, reason: str) -> None:
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        if self.dispatcher is not None:
+            self.dispatcher.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+
+    async def _cancel_all(self) -> None:
+        pending = [task for task in [self.dispatcher, *self.tasks] if task is not None]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _monitor(self) -> None:
+        """Poll ``should_stop`` about every 0.1 s; report progress about twice a second."""
+        last_progress = time.perf_counter()
+        while True:
+            await asyncio.sleep(STOP_POLL_INTERVAL_S)
+            if self.should_stop is not None and self.stop_reason is None:
+                self._poll_should_stop()
+            if time.perf_counter() - last_progress >= PROGRESS_INTERVAL_S:
+                last_progress = time.perf_counter()
+                self._emit_progress()
+
+    def _poll_should_stop(self) -> None:
+        try:
+            reason = self.should_stop()
+        except Exception as exc:  # surfaced by run() once everything has stopped
+            self.callback_error = self.callback_error or exc
+            reason = f"should_stop raised {type(exc).__name__}"
+        if reason:
+            self._request_stop(reason if isinstance(reason, str) else "stopped")
+
+    def _emit_progress(self) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(self.snapshot())
+        except Exception as exc:  # surfaced by run() once everything has stopped
+            if self.callback_error is None:
+                self.callback_error = exc
+                self._request_stop(f"on_progress raised {type(exc).__name__}")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Live figures: phase, done/failed/in-flight counts, elapsed, qps, ttft p50."""
+        records = self.warmup_records if self.phase == "warmup" else self.records
+        done = sum(1 for record in records if record.ok)
+        elapsed_s = time.perf_counter() - self.phase_start_perf
+        ttft_p50_ms = None
+        if self.sorted_ttft_s and self.phase == "measure":
+            ttft_p50_ms = percentile(self.sorted_ttft_s, 50) * 1000.0
+        return {
+            "phase": self.phase,
+            "done": done,
+            "failed": len(records) - done,
+            "in_flight": len(self.tasks),
+            "elapsed_s": elapsed_s,
+            "qps": done / elapsed_s if elapsed_s > 0 else 0.0,
+            "ttft_p50_ms": ttft_p50_ms,
+            "stopped_reason": self.stop_reason,
+        }
+
+    def _result(self) -> LoadResult:
+        start = end = window_s = None
+        if self.window_start_perf is not None:
+            end_perf = self.last_finish_perf or self.window_start_perf
+            start = self.clock.wall(self.window_start_perf)
+            end = self.clock.wall(end_perf)
+            window_s = end_perf - self.window_start_perf
+        return LoadResult(records=self.records, warmup_records=self.warmup_records,
+                          window_start=start, window_end=end, window_s=window_s,
+                          stopped_reason=self.stop_reason)
+
+
+async def _error_text(response: aiohttp.ClientResponse) -> str:
+    """The error message of a non-200 response (OpenAI error JSON or raw text)."""
+    try:
+        text = await response.text()
+    except (aiohttp.ClientError, UnicodeDecodeError) as exc:
+        return f"(unreadable body: {type(exc).__name__})"
+    try:
+        return _error_message(json.loads(text))
+    except ValueError:
+        return text[:ERROR_BODY_CHARS] or (response.reason or "")
+
+
+def _check_complete(record: RequestRecord, state: _StreamState) -> None:
+    """Mark a 200 stream ok, or failed with the reason it is incomplete."""
+    if record.error is not None:
+        return
+    if not state.done:
+        record.error = "stream ended before [DONE]"
+    elif not state.chunk_offsets_s:
+        record.error = "no generated output in stream"
+    elif state.usage is None:
+        record.error = "no usage in stream (server ignored stream_options.include_usage)"
+    else:
+        record.ok = True
+
+
+def _fill_timings(record: RequestRecord, state: _StreamState) -> None:
+    """Copy chunk timings and usage into the record (partial ones too, for failures)."""
+    offsets = state.chunk_offsets_s
+    record.chunk_offsets_s = offsets
+    record.itl_s = [later - earlier for earlier, later in zip(offsets, offsets[1:], strict=False)]
+    if offsets:
+        record.ttft_s, record.e2e_s = offsets[0], offsets[-1]
+    if state.usage is not None:
+        record.output_tokens = state.usage.get("completion_tokens")
+        record.prompt_tokens = state.usage.get("prompt_tokens")
+
+
+async def run_load(
+    base_url: str,
+    model: str,
+    workload: Mapping[str, Any],
+    prompts: Sequence[Any],
+    *,
+    on_record: RecordCallback | None = None,
+    should_stop: StopCallback | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> LoadResult:
+    """Run the recipe's ``workload`` against ``base_url`` and return every record.
+
+    ``prompts`` are strings (completions; for chat they become one user message) or chat
+    message lists. ``on_record`` gets each finished request at once (warm-ups included, flagged
+    ``warmup``). ``should_stop`` is polled about every 0.1 s; a truthy return (a reason string)
+    stops sending, cancels in-flight requests (recorded as failed, ``cancelled: <reason>``)
+    and returns with ``stopped_reason`` set. ``on_progress`` gets ``snapshot()`` dicts about
+    twice a second. Request failures become failed records; cancellation of the caller
+    propagates after cancelling the in-flight requests.
+    """
+    run = _LoadRun(base_url, model, workload, prompts, on_record, should_stop, on_progress)
+    return await run.run()
+
+
+def run_load_sync(
+    base_url: str,
+    model: str,
+    workload: Mapping[str, Any],
+    prompts: Sequence[Any],
+    *,
+    on_record: RecordCallback | None = None,
+    should_stop: StopCallback | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> LoadResult:
+    """``run_load`` in a fresh event loop (``asyncio.run``), for synchronous callers."""
+    return asyncio.run(run_load(base_url, model, workload, prompts, on_record=on_record,
+                                should_stop=should_stop, on_progress=on_progress))

@@ -1,0 +1,222 @@
+"""Statistics over the records of one measured load window.
+
+Definitions (DESIGN.md section 2, the same as vLLM's ``vllm bench serve``):
+
+- TTFT: request sent -> first chunk carrying generated output.
+- E2E: request sent -> last chunk carrying generated output.
+- TPOT: ``(E2E - TTFT) / (output_tokens - 1)`` per request, for ``output_tokens > 1``.
+- ITL: gaps between consecutive content chunks, pooled over all requests.
+- QPS and token rates: completed requests (tokens) / the measured window in seconds.
+
+Percentiles use linear interpolation between closest ranks, the same as numpy's default
+``method="linear"``: for sorted values ``v`` and quantile ``q``, position ``(n - 1) * q``.
+
+Goodput counts completed requests that *individually* met every per-request latency bound of
+the SLO, per second of the window. Like vLLM's ``--goodput``, it judges each request by its own
+TTFT, TPOT and E2E; the percentile in a bound's name does not matter there, and when several
+bounds name one metric (``ttft_p50_ms`` and ``ttft_p99_ms``) the loosest applies, because a
+request slower than the p50 bound but faster than the p99 bound violates no SLO on its own.
+ITL bounds take no part in goodput (a request has many ITLs; vLLM leaves them out too).
+``slo_met`` is the aggregate verdict: every ``<metric>_<pNN>_ms`` bound compared with the
+matching percentile of the window, plus ``min_success_rate`` and ``min_qps``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+PERCENTILES = (50, 90, 99)
+GOODPUT_METRICS = ("ttft", "tpot", "e2e")
+_BOUND_KEY = re.compile(r"^(ttft|tpot|itl|e2e)_p(\d+(?:\.\d+)?)_ms$")
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Return the ``q``-th percentile (0..100) of ``values`` by linear interpolation.
+
+    Matches ``numpy.percentile(values, q)`` (method ``linear``). None for no values.
+    """
+    if not values:
+        return None
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {q}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    lower = math.floor(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    fraction = position - lower
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * fraction
+
+
+def _field(record: Any, name: str) -> Any:
+    """Read ``name`` from a RequestRecord or from its ``to_dict()`` form."""
+    if isinstance(record, Mapping):
+        return record.get(name)
+    return getattr(record, name, None)
+
+
+def request_tpot_s(record: Any) -> float | None:
+    """TPOT of one request in seconds, or None when it is undefined (one token, failure)."""
+    ttft_s, e2e_s = _field(record, "ttft_s"), _field(record, "e2e_s")
+    output_tokens = _field(record, "output_tokens")
+    if ttft_s is None or e2e_s is None or not output_tokens or output_tokens <= 1:
+        return None
+    return (e2e_s - ttft_s) / (output_tokens - 1)
+
+
+def _latency_samples(completed: list[Any]) -> dict[str, list[float]]:
+    """Seconds per metric: one sample per request (ITL: one per chunk gap)."""
+    samples: dict[str, list[float]] = {metric: [] for metric in LATENCY_METRICS}
+    for record in completed:
+        if _field(record, "ttft_s") is not None:
+            samples["ttft"].append(_field(record, "ttft_s"))
+        if _field(record, "e2e_s") is not None:
+            samples["e2e"].append(_field(record, "e2e_s"))
+        tpot_s = request_tpot_s(record)
+        if tpot_s is not None:
+            samples["tpot"].append(tpot_s)
+        samples["itl"].extend(_field(record, "itl_s") or ())
+    return samples
+
+
+def _latency_summary(samples: dict[str, list[float]]) -> dict[str, float | None]:
+    """``<metric>_mean_ms`` and ``<metric>_p<NN>_ms`` keys, None without data."""
+    summary: dict[str, float | None] = {}
+    for metric in LATENCY_METRICS:
+        values = samples[metric]
+        mean = sum(values) / len(values) if values else None
+        summary[f"{metric}_mean_ms"] = None if mean is None else mean * 1000.0
+        for pct in PERCENTILES:
+            value = percentile(values, pct)
+            summary[f"{metric}_p{pct}_ms"] = None if value is None else value * 1000.0
+    return summary
+
+
+def _per_request_bounds_ms(slo: Mapping[str, Any] | None) -> dict[str, float]:
+    """The loosest bound set per goodput metric (see the module docstring)."""
+    bounds: dict[str, float] = {}
+    for key, value in (slo or {}).items():
+        match = _BOUND_KEY.match(key)
+        if value is None or match is None or match.group(1) not in GOODPUT_METRICS:
+            continue
+        metric = match.group(1)
+        bounds[metric] = max(bounds.get(metric, float(value)), float(value))
+    return bounds
+
+
+def is_good_request(record: Any, bounds_ms: Mapping[str, float]) -> bool:
+    """Whether one completed request met every per-request bound (ms by metric)."""
+    if not _field(record, "ok"):
+        return False
+    per_request_s = {
+        "ttft": _field(record, "ttft_s"),
+        "e2e": _field(record, "e2e_s"),
+        "tpot": request_tpot_s(record),
+    }
+    for metric, bound_ms in bounds_ms.items():
+        value_s = per_request_s.get(metric)
+        if value_s is not None and value_s * 1000.0 > bound_ms:
+            return False
+    return True
+
+
+def _format(value: float) -> str:
+    """``5000.0`` -> ``5000``, ``5123.44`` -> ``5123.4``, ``0.98765`` -> ``0.9877``."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def slo_violations(summary: Mapping[str, Any], slo: Mapping[str, Any] | None) -> list[str]:
+    """Aggregate SLO violations of a summary, e.g. ``"ttft_p99_ms 5123.4 > 5000"``.
+
+    ``min_success_rate`` and ``min_qps`` read ``"success_rate 0.95 < 0.99"``, ``"qps 3.2 < 5"``.
+    """
+    violations: list[str] = []
+    for key, bound in (slo or {}).items():
+        if bound is None:
+            continue
+        if key in ("min_success_rate", "min_qps"):
+            name, op = key.removeprefix("min_"), "<"
+            actual = summary.get(name)
+            failed = actual is None or actual < bound
+        elif _BOUND_KEY.match(key):
+            name, op = key, ">"
+            actual = _aggregate_for_bound(summary, key)
+            failed = actual is None or actual > bound
+        else:
+            raise ValueError(f"unknown SLO key {key!r}")
+        if failed:
+            shown = "no data" if actual is None else _format(actual)
+            violations.append(f"{name} {shown} {op} {_format(float(bound))}")
+    return violations
+
+
+def _aggregate_for_bound(summary: Mapping[str, Any], key: str) -> float | None:
+    """The window's value for a ``<metric>_p<NN>_ms`` bound (computed if not a standard NN)."""
+    if key in summary:
+        return summary[key]
+    samples = summary.get("_samples_s")
+    match = _BOUND_KEY.match(key)
+    if samples is None or match is None:
+        return None
+    value = percentile(samples[match.group(1)], float(match.group(2)))
+    return None if value is None else value * 1000.0
+
+
+def summarize(
+    records: Iterable[Any],
+    window_s: float | None,
+    slo: Mapping[str, Any] | None = None,
+    output_tokens_expected: int | None = None,
+) -> dict[str, Any]:
+    """Summarize measured records (RequestRecord or their dicts) into flat figures.
+
+    Keys: requests, completed, failed, success_rate, error_rate, window_s, qps, output_tok_s,
+    total_tok_s, total_prompt_tokens, total_output_tokens, ``<m>_mean_ms`` and
+    ``<m>_p50/p90/p99_ms`` for m in ttft/tpot/itl/e2e (None without data), good_requests,
+    goodput_qps, slo_met, slo_violations and, with ``output_tokens_expected``,
+    mismatched_output_tokens (completed requests whose usage reported another count).
+    Rates are None when ``window_s`` is missing or not positive.
+    """
+    records = list(records)
+    completed = [record for record in records if _field(record, "ok")]
+    requests, done = len(records), len(completed)
+    prompt_total = sum(_field(record, "prompt_tokens") or 0 for record in completed)
+    output_total = sum(_field(record, "output_tokens") or 0 for record in completed)
+    has_window = window_s is not None and window_s > 0
+
+    def rate(count: float) -> float | None:
+        return count / window_s if has_window else None
+
+    summary: dict[str, Any] = {
+        "requests": requests,
+        "completed": done,
+        "failed": requests - done,
+        "success_rate": done / requests if requests else None,
+        "error_rate": (requests - done) / requests if requests else None,
+        "window_s": window_s,
+        "qps": rate(done),
+        "output_tok_s": rate(output_total),
+        "total_tok_s": rate(prompt_total + output_total),
+        "total_prompt_tokens": prompt_total,
+        "total_output_tokens": output_total,
+    }
+    samples = _latency_samples(completed)
+    summary.update(_latency_summary(samples))
+    bounds_ms = _per_request_bounds_ms(slo)
+    good = sum(1 for record in completed if is_good_request(record, bounds_ms))
+    summary["good_requests"] = good
+    summary["goodput_qps"] = rate(good)
+    violations = slo_violations({**summary, "_samples_s": samples}, slo)
+    summary["slo_met"] = not violations
+    summary["slo_violations"] = violations
+    if output_tokens_expected is not None:
+        summary["mismatched_output_tokens"] = sum(
+            1 for record in completed
+            if _field(record, "output_tokens") != output_tokens_expected
+        )
+    return summary

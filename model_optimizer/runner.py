@@ -1,0 +1,230 @@
+"""One measured, archived run of one recipe on the real engine.
+
+``run_recipe`` is the shared core of ``apply``, ``sweep`` and ``tune``: validate, launch vLLM,
+wait for health, warm up, load, collect telemetry, stop, archive. Whatever happens (start
+failure, engine death, Ctrl-C, a bug), the server group is stopped and the archive says
+what happened with whatever was measured.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_optimizer.archive import (STATUS_INTERRUPTED, STATUS_OK, RunArchive, failed_status,
+                                     utc_now)
+from model_optimizer.archive.redact import redact_argv, redact_env
+from model_optimizer.archive.report import render_run_report
+from model_optimizer.archive.versions import collect_versions
+from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
+from model_optimizer.errors import (EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED,
+                                    UsageError)
+from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe.render import (expand_references, model_location, server_env,
+                                           vllm_argv)
+from model_optimizer.telemetry import TelemetrySampler, hardware_seen
+
+EventCallback = Callable[[str, dict], None]
+PROMPT_POOL = 512  # distinct prompts for duration-bound loads (cycled)
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced: status, figures, failure, archive location, exit code."""
+
+    status: str
+    archive: Path
+    run_id: str
+    metrics: dict = field(default_factory=dict)
+    telemetry_peaks: dict = field(default_factory=dict)
+    failure: Failure | None = None
+    ready_after_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the run completed (SLOs aside)."""
+        return self.status == STATUS_OK
+
+    @property
+    def slo_met(self) -> bool:
+        """True when the run completed and met every SLO of the recipe."""
+        return self.ok and bool(self.metrics.get("slo_met", False))
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI exit code for this outcome."""
+        if self.ok:
+            return EXIT_OK if self.slo_met else EXIT_SLO_FAILED
+        if self.failure is not None and self.status != failed_status("engine_died"):
+            return EXIT_START_FAILED
+        return EXIT_RUN_FAILED
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary."""
+        return {"status": self.status, "run_id": self.run_id, "archive": str(self.archive),
+                "ready_after_s": self.ready_after_s, "metrics": self.metrics,
+                "telemetry_peaks": self.telemetry_peaks,
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+def check_model_present(loaded: LoadedRecipe) -> str:
+    """Resolve the model location; a missing local folder is a usage error with the fix."""
+    location = model_location(loaded.resolved, loaded.base_dir)
+    written = loaded.resolved["model"]["path"]
+    if Path(location).is_absolute() and not (Path(location) / "config.json").is_file():
+        hint = ("build the tiny local model with `mopt tiny-model " + location + "`"
+                if "tiny" in written else "check model.path")
+        raise UsageError(f"{loaded.path}: model.path '{written}' resolves to {location}, "
+                         f"which holds no config.json; {hint}.")
+    return location
+
+
+def _write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
+                 env: dict[str, str], extra: dict) -> None:
+    archive.write_text("recipe.given.yaml", loaded.source_text)
+    archive.write_yaml("recipe.resolved.yaml", loaded.resolved,
+                       header=f"# {loaded.name} as run by mopt, defaults filled in\n")
+    archive.write_json("run.json", {
+        "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
+        "recipe_name": loaded.name, "recipe_revision": loaded.resolved["revision"],
+        "overrides": loaded.overrides, "argv": redact_argv(argv), "env": redact_env(env),
+        "versions": collect_versions(), "hardware": hardware_seen(), **extra})
+
+
+class _Measurement:
+    """Collects what the load and the sampler deliver, into the archive as it arrives."""
+
+    def __init__(self, archive: RunArchive):
+        self.archive = archive
+        self.records: list = []
+
+    def on_record(self, record) -> None:
+        self.archive.append_jsonl("requests.jsonl", record.to_dict())
+        if not record.warmup:
+            self.records.append(record)
+
+    def on_sample(self, sample: dict) -> None:
+        self.archive.append_jsonl("telemetry.jsonl", sample)
+
+
+def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
+               on_event: EventCallback | None = None,
+               workload_override: dict | None = None,
+               archive_extra: dict | None = None) -> RunOutcome:
+    """Launch, measure and archive ``loaded``; always stop the server.
+
+    ``workload_override`` replaces workload keys (the sweep's sustained confirmation run).
+    Raises KeyboardInterrupt after archiving as ``interrupted`` when interrupted.
+    """
+    emit = on_event or (lambda phase, data: None)
+    recipe = loaded.resolved
+    workload = {**recipe["workload"], **(workload_override or {})}
+    location = check_model_present(loaded)
+    engine_cfg = recipe["engine"]
+    host = engine_cfg["host"]
+    port = engine_cfg["port"] or free_port(host)
+    argv = vllm_argv(recipe, loaded.base_dir, port=port)
+    env = server_env(recipe)
+    archive = RunArchive.create(runs_base, loaded.name)
+    _write_start(archive, loaded, argv, env, {"workload": workload, **(archive_extra or {})})
+    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    engine = EngineProcess(expand_references(argv, dict(os.environ)),
+                           expand_references(env, dict(os.environ)),
+                           archive.file("engine.log"), base_url,
+                           startup_timeout_s=engine_cfg["startup_timeout_s"])
+    measurement = _Measurement(archive)
+    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
+    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    try:
+        _launch(engine, archive, emit, outcome)
+        if outcome.failure is None:
+            _measure(engine, archive, loaded, workload, location, measurement, emit, outcome)
+    except KeyboardInterrupt:
+        outcome.status = STATUS_INTERRUPTED
+        _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        raise
+    finally:
+        emit("stopping", {})
+        engine.stop()
+        _finalize(archive, loaded, outcome)
+        emit("done", outcome.to_dict())
+    return outcome
+
+
+def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
+            outcome: RunOutcome) -> None:
+    emit("starting", {"argv": engine.argv})
+    engine.start()
+    archive.set_status("running", phase="starting", server_pid=engine.pid)
+    try:
+        outcome.ready_after_s = engine.wait_ready(
+            on_tick=lambda elapsed: emit("waiting", {"elapsed_s": elapsed}))
+    except EngineStartError as exc:
+        outcome.failure = exc.failure
+        outcome.status = failed_status(exc.failure.kind)
+        archive.write_json("failure.json", exc.failure.to_dict())
+        emit("start_failed", exc.failure.to_dict())
+        return
+    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s)
+    emit("ready", {"ready_after_s": outcome.ready_after_s})
+
+
+def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, workload: dict,
+             location: str, measurement: _Measurement, emit: EventCallback,
+             outcome: RunOutcome) -> None:
+    recipe = loaded.resolved
+    tokenizer_dir = recipe["model"].get("tokenizer") or location
+    count = prompts_needed(workload) or PROMPT_POOL
+    source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
+                          workload["shared_prefix_tokens"], workload["seed"])
+    prompts = (source.chat_messages(count) if workload["endpoint"] == "chat"
+               else source.make(count))
+    archive.set_status("running", phase="load")
+    emit("load", {"workload": workload})
+    sampler = TelemetrySampler(f"{engine.base_url}/metrics", engine.pid, 1.0,
+                               on_sample=measurement.on_sample)
+    sampler.start()
+    try:
+        result = run_load_sync(
+            engine.base_url, recipe["model"]["served_name"], workload, prompts,
+            on_record=measurement.on_record,
+            should_stop=lambda: None if engine.alive() else "engine died",
+            on_progress=lambda snap: emit("progress", {**snap, "telemetry": sampler.snapshot()}))
+    finally:
+        telemetry = sampler.stop()
+        outcome.telemetry_peaks = telemetry.peaks
+    failure = engine.runtime_failure()
+    if failure is not None:
+        outcome.failure = failure
+        outcome.status = failed_status(failure.kind)
+        archive.write_json("failure.json", failure.to_dict())
+    else:
+        outcome.status = STATUS_OK
+    _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+                    stopped_reason=result.stopped_reason)
+
+
+def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
+                    outcome: RunOutcome, window_s: float | None,
+                    stopped_reason: str | None = None) -> None:
+    metrics = summarize(measurement.records, window_s, recipe.get("slo"),
+                        output_tokens_expected=workload["output_tokens"])
+    metrics["stopped_reason"] = stopped_reason
+    metrics["ready_after_s"] = outcome.ready_after_s
+    outcome.metrics = metrics
+
+
+def _finalize(archive: RunArchive, loaded: LoadedRecipe, outcome: RunOutcome) -> None:
+    """Write metrics, status and report; runs in `finally`, so keep it exception-light."""
+    try:
+        archive.write_json("metrics.json", {**outcome.metrics,
+                                            "telemetry_peaks": outcome.telemetry_peaks})
+        archive.write_text("report.md", render_run_report(archive.id, loaded.resolved, outcome))
+    finally:
+        archive.set_status(outcome.status, phase="finished", finished_at=utc_now(),
+                           slo_met=outcome.slo_met if outcome.ok else None,
+                           failure=outcome.failure.to_dict() if outcome.failure else None)
+        archive.close()

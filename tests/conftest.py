@@ -1,0 +1,24 @@
+"""Fixtures shared by the whole test suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHECKED_OUT_TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama checkpoint with tokenizer: ``models/tiny-llama`` if built, else a fresh one.
+
+    Building takes about 5 s and needs transformers and torch (the ``tiny`` extra).
+    """
+    if (CHECKED_OUT_TINY_MODEL / "tokenizer.json").is_file():
+        return CHECKED_OUT_TINY_MODEL
+    pytest.importorskip("transformers")
+    from model_optimizer.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
