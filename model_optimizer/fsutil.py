@@ -7,6 +7,13 @@ import tempfile
 from pathlib import Path
 
 
+def _default_mode() -> int:
+    """0666 minus the process umask: what open() would have given the file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
     target = Path(path)
@@ -17,6 +24,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; keep archives readable as usual
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -8,23 +8,35 @@ what happened with whatever was measured.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.archive import (STATUS_INTERRUPTED, STATUS_OK, RunArchive, failed_status,
-                                     utc_now)
+from model_optimizer.archive import (
+    STATUS_INTERRUPTED,
+    STATUS_OK,
+    RunArchive,
+    failed_status,
+    utc_now,
+)
 from model_optimizer.archive.redact import redact_argv, redact_env
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
-from model_optimizer.errors import (EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED,
-                                    UsageError)
+from model_optimizer.errors import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_SLO_FAILED,
+    EXIT_START_FAILED,
+    UsageError,
+)
 from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.recipe.render import (expand_references, model_location, server_env,
-                                           vllm_argv)
+from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
 from model_optimizer.telemetry import TelemetrySampler, hardware_seen
 
 EventCallback = Callable[[str, dict], None]
@@ -68,6 +80,29 @@ class RunOutcome:
                 "ready_after_s": self.ready_after_s, "metrics": self.metrics,
                 "telemetry_peaks": self.telemetry_peaks,
                 "failure": self.failure.to_dict() if self.failure else None}
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold off Ctrl-C / SIGTERM while the server is stopped and the archive finished.
+
+    A second Ctrl-C must not leave a vLLM process or a half-written archive behind; the
+    deferred signal is re-raised as KeyboardInterrupt once cleanup is done.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 def check_model_present(loaded: LoadedRecipe) -> str:
@@ -147,9 +182,10 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
     finally:
-        emit("stopping", {})
-        engine.stop()
-        _finalize(archive, loaded, outcome)
+        with interrupts_deferred():
+            emit("stopping", {})
+            engine.stop()
+            _finalize(archive, loaded, outcome)
         emit("done", outcome.to_dict())
     return outcome
 
@@ -177,25 +213,10 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
              outcome: RunOutcome) -> None:
     recipe = loaded.resolved
     tokenizer_dir = recipe["model"].get("tokenizer") or location
-    count = prompts_needed(workload) or PROMPT_POOL
-    source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
-                          workload["shared_prefix_tokens"], workload["seed"])
-    prompts = (source.chat_messages(count) if workload["endpoint"] == "chat"
-               else source.make(count))
-    archive.set_status("running", phase="load")
-    emit("load", {"workload": workload})
-    sampler = TelemetrySampler(f"{engine.base_url}/metrics", engine.pid, 1.0,
-                               on_sample=measurement.on_sample)
-    sampler.start()
-    try:
-        result = run_load_sync(
-            engine.base_url, recipe["model"]["served_name"], workload, prompts,
-            on_record=measurement.on_record,
-            should_stop=lambda: None if engine.alive() else "engine died",
-            on_progress=lambda snap: emit("progress", {**snap, "telemetry": sampler.snapshot()}))
-    finally:
-        telemetry = sampler.stop()
-        outcome.telemetry_peaks = telemetry.peaks
+    result = measure_endpoint(
+        engine.base_url, recipe["model"]["served_name"], tokenizer_dir, workload, archive,
+        measurement, emit, outcome, server_pid=engine.pid,
+        should_stop=lambda: None if engine.alive() else "engine died")
     failure = engine.runtime_failure()
     if failure is not None:
         outcome.failure = failure
@@ -207,9 +228,66 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
                     stopped_reason=result.stopped_reason)
 
 
+def measure_endpoint(base_url: str, model_name: str, tokenizer_dir: str, workload: dict,
+                     archive: RunArchive, measurement: _Measurement, emit: EventCallback,
+                     outcome: RunOutcome, server_pid: int | None = None,
+                     should_stop: Callable[[], str | None] | None = None):
+    """Build exact-length prompts, run the load with telemetry beside it; return LoadResult."""
+    count = prompts_needed(workload) or PROMPT_POOL
+    source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
+                          workload["shared_prefix_tokens"], workload["seed"])
+    prompts = (source.chat_messages(count) if workload["endpoint"] == "chat"
+               else source.make(count))
+    archive.set_status("running", phase="load")
+    emit("load", {"workload": workload})
+    sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
+                               on_sample=measurement.on_sample)
+    sampler.start()
+    try:
+        return run_load_sync(
+            base_url, model_name, workload, prompts, on_record=measurement.on_record,
+            should_stop=should_stop,
+            on_progress=lambda snap: emit("progress", {**snap, "telemetry": sampler.snapshot()}))
+    finally:
+        outcome.telemetry_peaks = sampler.stop().peaks
+
+
+def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
+                   runs_base: str | Path, *, on_event: EventCallback | None = None) -> RunOutcome:
+    """Load-test an already running OpenAI-compatible server with the recipe's workload.
+
+    Archived like a run (kind ``bench``), without an engine log or argv.
+    """
+    emit = on_event or (lambda phase, data: None)
+    recipe, workload = loaded.resolved, loaded.resolved["workload"]
+    archive = RunArchive.create(runs_base, loaded.name, kind="bench")
+    _write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
+                                           "model": model_name, "workload": workload})
+    measurement = _Measurement(archive)
+    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
+    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    try:
+        result = measure_endpoint(base_url, model_name, tokenizer_dir, workload, archive,
+                                  measurement, emit, outcome)
+        outcome.status = STATUS_OK
+        _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+                        stopped_reason=result.stopped_reason)
+    except KeyboardInterrupt:
+        _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        raise
+    finally:
+        _finalize(archive, loaded, outcome)
+        emit("done", outcome.to_dict())
+    return outcome
+
+
 def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
                     outcome: RunOutcome, window_s: float | None,
                     stopped_reason: str | None = None) -> None:
+    if window_s is None and measurement.records:  # interrupted: the span actually measured
+        first_sent = min(r.sent_at for r in measurement.records)
+        last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
+        window_s = max(last_done - first_sent, 0.0) or None
     metrics = summarize(measurement.records, window_s, recipe.get("slo"),
                         output_tokens_expected=workload["output_tokens"])
     metrics["stopped_reason"] = stopped_reason

@@ -5,13 +5,18 @@ from __future__ import annotations
 import re
 
 REDACTED = "***redacted***"
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pass",
+                           "credential", "credentials", "auth", "authorization", "cookie"})
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
 
 
 def is_secret_name(name: str) -> bool:
-    """True for names that usually hold secrets (HF_TOKEN, api-key, ...)."""
-    return bool(_SECRET_NAME.search(name))
+    """True for names that usually hold secrets (HF_TOKEN, api-key, ...).
+
+    Word-based, so ``max-num-batched-tokens`` or ``tokenizer`` are not secrets.
+    """
+    words = re.split(r"[^a-z0-9]+", name.lower())
+    return any(word in _SECRET_WORDS for word in words)
 
 
 def is_reference(value: object) -> bool:

@@ -11,8 +11,15 @@ from rich.table import Table
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.common import (JsonOption, RecipeArg, SetOption, console, err_console,
-                                        handle_errors, print_json)
+from model_optimizer.cli.common import (
+    JsonOption,
+    RecipeArg,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe

@@ -6,6 +6,8 @@ import typer
 
 from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
+from model_optimizer.cli.bench import bench
+from model_optimizer.cli.plan import plan
 from model_optimizer.cli.show import show
 from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.validate import validate
@@ -20,7 +22,9 @@ app = typer.Typer(
 )
 app.command()(validate)
 app.command()(show)
+app.command()(plan)
 app.command()(apply)
+app.command()(bench)
 app.command("tiny-model")(tiny_model)
 
 

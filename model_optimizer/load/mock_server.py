@@ -278,11 +278,14 @@ async def _sleep_until(perf_target: float) -> None:
         await asyncio.sleep(delay)
 
 
+MOCK_APP_KEY = web.AppKey("mock", MockApp)
+
+
 def create_app(config: MockConfig | None = None) -> web.Application:
-    """An aiohttp application serving the mock API (``app['mock']`` holds its MockApp)."""
+    """An aiohttp application serving the mock API (``app[MOCK_APP_KEY]`` is its MockApp)."""
     mock = MockApp(config or MockConfig())
     app = mock.build()
-    app["mock"] = mock
+    app[MOCK_APP_KEY] = mock
     return app
 
 
@@ -341,10 +344,10 @@ class MockServer:
         self._loop = asyncio.new_event_loop()
         try:
             app = self.mock.build()
-            app["mock"] = self.mock
+            app[MOCK_APP_KEY] = self.mock
             self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
             self._loop.run_until_complete(self._runner.setup())
-            site = web.SockSite(self._runner, self._socket, shutdown_timeout=0.1)
+            site = web.SockSite(self._runner, self._socket)
             self._loop.run_until_complete(site.start())
         except BaseException as exc:  # reported by start()
             self._start_error = exc

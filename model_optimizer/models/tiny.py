@@ -31,12 +31,14 @@ class TinyModelSpec:
     seed: int = 0
 
 
-_WORDS = (
-    "the model serves tokens to many users while the scheduler batches requests and the cache "
-    "holds keys and values for every sequence in flight latency throughput memory bandwidth "
-    "prefill decode block page quantization weights activations prompt output stream queue "
-    "engine server client request response metric percentile sweep recipe archive rollback"
-).split()
+_WORDS = [
+    "the", "model", "serves", "tokens", "to", "many", "users", "while", "the", "scheduler",
+    "batches", "requests", "and", "the", "cache", "holds", "keys", "and", "values", "for",
+    "every", "sequence", "in", "flight", "latency", "throughput", "memory", "bandwidth",
+    "prefill", "decode", "block", "page", "quantization", "weights", "activations", "prompt",
+    "output", "stream", "queue", "engine", "server", "client", "request", "response",
+    "metric", "percentile", "sweep", "recipe", "archive", "rollback",
+]
 
 
 def _training_corpus(seed: int, lines: int = 4000) -> list[str]:

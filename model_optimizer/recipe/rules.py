@@ -162,6 +162,10 @@ def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
                 out.append(smap.diagnostic(
                     ("engine", section, name),
                     f"'{name}' looks like a secret written into the recipe",
-                    f"keep it in mopt's environment and write '${{{name.upper().replace('-', '_')}}}'"
-                    " here; mopt expands it at launch and never archives it"))
+                    f"keep it in mopt's environment and write '${{{_env_name(name)}}}' here; "
+                    "mopt expands it at launch and never archives it"))
     return out
+
+
+def _env_name(name: str) -> str:
+    return str(name).upper().replace("-", "_")

@@ -4,9 +4,17 @@ from pathlib import Path
 
 import pytest
 
-from model_optimizer.engine.classify import (ENGINE_DIED, INVALID_CONFIG, KV_CACHE_TOO_SMALL,
-                                             MODEL_NOT_FOUND, OOM, STARTUP_TIMEOUT, UNKNOWN,
-                                             classify_runtime_failure, classify_start_failure)
+from model_optimizer.engine.classify import (
+    ENGINE_DIED,
+    INVALID_CONFIG,
+    KV_CACHE_TOO_SMALL,
+    MODEL_NOT_FOUND,
+    OOM,
+    STARTUP_TIMEOUT,
+    UNKNOWN,
+    classify_runtime_failure,
+    classify_start_failure,
+)
 
 LOGS = Path(__file__).parent / "logs"
 

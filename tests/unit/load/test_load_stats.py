@@ -1,4 +1,4 @@
-"""Statistics: percentiles, per-metric summaries, goodput and SLO verdicts, from hand-made records."""
+"""Statistics: percentiles, summaries, goodput and SLO verdicts, from hand-made records."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ def test_tiny_cpu_argv_is_exact():
 
 def test_gpu_recipe_argv_is_exact():
     loaded = load_recipe(ROOT / "recipes" / "7b-int4-a10.yaml",
-                         ["engine.enforce_eager=true", "engine.extra_args={disable-log-stats: true, max-log-len: 10}"])
+                         ["engine.enforce_eager=true",
+                          "engine.extra_args={disable-log-stats: true, max-log-len: 10}"])
     argv = vllm_argv(loaded.resolved, loaded.base_dir, port=9000)
     assert argv[0] == sys.executable
     assert argv[3:] == [

@@ -1,0 +1,99 @@
+"""`mopt bench --url`: load-test any running OpenAI-compatible server, measured like apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import requests
+import typer
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.apply import RunsDirOption, print_outcome
+from model_optimizer.cli.common import JsonOption, SetOption, err_console, handle_errors, print_json
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import UsageError
+from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe.render import model_location
+from model_optimizer.runner import bench_endpoint
+
+_BARE_RECIPE = "recipe_version: 1\nname: bench\nmodel: {path: endpoint}\n"
+_FLAG_KEYS = {"prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens",
+              "concurrency": "concurrency", "num_requests": "num_requests",
+              "duration_s": "duration_s", "request_rate": "request_rate",
+              "warmup": "warmup_requests", "shared_prefix": "shared_prefix_tokens",
+              "seed": "seed", "endpoint": "endpoint"}
+
+
+def served_models(url: str) -> list[str]:
+    """Model ids the server lists at /v1/models; UsageError when it does not answer."""
+    try:
+        session = requests.Session()
+        session.trust_env = False  # never route a benchmark through a proxy from the env
+        response = session.get(f"{url}/v1/models", timeout=10)
+        response.raise_for_status()
+        return [m["id"] for m in response.json().get("data", [])]
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        raise UsageError(f"{url} does not answer /v1/models like an OpenAI-compatible server "
+                         f"({exc}); check --url and that the server is up") from None
+
+
+@handle_errors
+def bench(
+    url: Annotated[str, typer.Option("--url", help="Base URL of the server, e.g. "
+                                     "http://127.0.0.1:8000", show_default=False)],
+    recipe: Annotated[Path | None, typer.Option("--recipe", help="Take the workload and SLOs "
+                                                "from this recipe.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name to request (default: the "
+                                              "server's only model).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        help="Tokenizer folder for exact prompt lengths (default: the recipe's model).")] = None,
+    prompt_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens.")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="Output tokens per request.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight.")] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Measured requests.")] = None,
+    duration_s: Annotated[float | None, typer.Option("--duration", help="Measured seconds.")]
+    = None,
+    request_rate: Annotated[str | None, typer.Option(help="'inf' or Poisson requests/s.")]
+    = None,
+    warmup: Annotated[int | None, typer.Option(help="Warm-up requests (not measured).")] = None,
+    shared_prefix: Annotated[int | None, typer.Option(help="Shared prefix tokens.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for prompts and arrivals.")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="completions or chat.")] = None,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run mopt's load generator against a running server at --url and archive the figures.
+
+    Workload from --recipe's workload section and/or the flags (flags win). Exit 0 when the
+    SLOs are met, 4 when not, 2 for bad input.
+    """
+    url = url.rstrip("/")
+    given = locals()
+    flag_sets = [f"workload.{key}={given[flag]}" for flag, key in _FLAG_KEYS.items()
+                 if given[flag] is not None]
+    sets = flag_sets + list(overrides or [])
+    loaded = (load_recipe(recipe, sets) if recipe is not None
+              else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))
+    names = served_models(url)
+    model_name = model or (names[0] if len(names) == 1 else None)
+    if model_name is None:
+        raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
+                         "choose one with --model")
+    if tokenizer is None and recipe is None:
+        raise UsageError("prompt lengths are exact in the model's own tokens: pass "
+                         "--tokenizer DIR (the model folder) or --recipe FILE")
+    tokenizer_dir = str(tokenizer) if tokenizer else (
+        loaded.resolved["model"].get("tokenizer")
+        or model_location(loaded.resolved, loaded.base_dir))
+    progress_console = err_console if as_json else None
+    with RunProgress(progress_console or err_console,
+                     total=loaded.resolved["workload"].get("num_requests")) as progress:
+        outcome = bench_endpoint(url, loaded, model_name, tokenizer_dir, runs_dir(runs_dir_opt),
+                                 on_event=progress)
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        print_outcome(outcome)
+    raise typer.Exit(outcome.exit_code)
