@@ -183,7 +183,8 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_members(pgid: int) -> list[psutil.Process]:
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of process group ``pgid``."""
     members = []
     for proc in psutil.process_iter(["pid"]):
         with contextlib.suppress(psutil.Error):
@@ -195,11 +196,11 @@ def _group_members(pgid: int) -> list[psutil.Process]:
 def _wait_group_gone(pgid: int, grace_s: float) -> None:
     """Wait for every member of the group to exit; SIGKILL what remains after grace."""
     deadline = time.monotonic() + grace_s
-    while _group_members(pgid) and time.monotonic() < deadline:
+    while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _group_members(pgid):
+    if group_members(pgid):
         _signal_group(pgid, signal.SIGKILL)
-        psutil.wait_procs(_group_members(pgid), timeout=10)
+        psutil.wait_procs(group_members(pgid), timeout=10)
 
 
 def _kill_leftovers(processes: dict[int, psutil.Process]) -> None:

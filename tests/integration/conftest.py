@@ -1,0 +1,94 @@
+"""Fixtures for tests that drive the real vLLM CPU server and the real `mopt` process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from model_optimizer.models.tiny import build_tiny_model
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
+MOPT = [sys.executable, "-m", "model_optimizer"]
+
+
+def vllm_processes() -> set[int]:
+    """PIDs of vLLM server or engine-core processes on this machine."""
+    found = set()
+    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
+        try:
+            text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["name"] or "")
+        except psutil.Error:
+            continue
+        if "vllm.entrypoints" in text or "VLLM::EngineCore" in text or "EngineCore" in text:
+            found.add(proc.info["pid"])
+    return found
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    """The tiny local model the CPU recipe serves (built once, nothing downloaded)."""
+    return build_tiny_model(ROOT / "models" / "tiny-llama")
+
+
+@pytest.fixture(autouse=True)
+def no_vllm_left_behind():
+    """Every integration test must leave no vLLM process running."""
+    before = vllm_processes()
+    yield
+    deadline = time.monotonic() + 5
+    while (left := vllm_processes() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"vLLM processes left behind: {sorted(left)}"
+
+
+def run_mopt(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real `mopt` command to completion."""
+    return subprocess.run([*MOPT, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
+
+
+def start_mopt(*args: str, log: Path) -> subprocess.Popen:
+    """Start `mopt` in its own session (signals sent by the test reach only it)."""
+    handle = open(log, "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen([*MOPT, *args], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT,
+                            start_new_session=True, env={**os.environ, "COLUMNS": "120"})
+
+
+def only_archive(runs: Path) -> Path:
+    """The single run folder under ``runs``."""
+    folders = [p for p in runs.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """All complete JSON lines of a file (a torn last line is ignored)."""
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+def wait_for_measured_requests(runs: Path, count: int, proc: subprocess.Popen,
+                               timeout: float = 300) -> Path:
+    """Wait until the run archive holds ``count`` measured request records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "mopt exited before the load started"
+        folders = [p for p in runs.iterdir() if p.is_dir()] if runs.exists() else []
+        if folders and (folders[0] / "requests.jsonl").exists():
+            measured = [r for r in read_jsonl(folders[0] / "requests.jsonl") if not r["warmup"]]
+            if len(measured) >= count:
+                return folders[0]
+        time.sleep(0.2)
+    raise AssertionError("the load did not start in time")

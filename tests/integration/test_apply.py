@@ -1,0 +1,154 @@
+"""`mopt apply` and `mopt bench` against the real vLLM CPU server and the tiny local model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import yaml
+
+from model_optimizer.engine import EngineProcess
+from model_optimizer.engine.supervisor import group_members
+from model_optimizer.recipe import load_recipe
+from model_optimizer.recipe.render import server_env, vllm_argv
+
+from .conftest import (
+    TINY_RECIPE,
+    only_archive,
+    read_jsonl,
+    run_mopt,
+    start_mopt,
+    wait_for_measured_requests,
+)
+
+pytestmark = pytest.mark.integration
+
+ARCHIVE_FILES = {"status.json", "run.json", "recipe.given.yaml", "recipe.resolved.yaml",
+                 "engine.log", "requests.jsonl", "telemetry.jsonl", "metrics.json", "report.md"}
+
+
+def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(result.stdout)
+    archive = only_archive(runs)
+    assert summary["archive"] == str(archive) and summary["status"] == "ok"
+    assert {p.name for p in archive.iterdir()} >= ARCHIVE_FILES
+    status = json.loads((archive / "status.json").read_text())
+    assert status["status"] == "ok" and status["slo_met"] is True
+    assert (archive / "recipe.given.yaml").read_text() == TINY_RECIPE.read_text()
+    resolved = yaml.safe_load((archive / "recipe.resolved.yaml").read_text())
+    assert resolved["engine"]["gpu_memory_utilization"] == 0.9  # defaults filled in
+    run = json.loads((archive / "run.json").read_text())
+    assert run["argv"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert run["versions"]["vllm"] and run["hardware"]["cpu_model"]
+    assert "Application startup complete" in (archive / "engine.log").read_text()
+
+    workload = resolved["workload"]
+    records = read_jsonl(archive / "requests.jsonl")
+    measured = [r for r in records if not r["warmup"]]
+    assert len(records) - len(measured) == workload["warmup_requests"]
+    assert len(measured) == workload["num_requests"]
+    for record in measured:
+        assert record["ok"], record
+        assert record["output_tokens"] == workload["output_tokens"]
+        assert record["prompt_tokens"] == workload["prompt_tokens"]
+        assert 0 < record["ttft_s"] <= record["e2e_s"]
+
+    metrics = json.loads((archive / "metrics.json").read_text())
+    assert metrics["completed"] == workload["num_requests"] and metrics["failed"] == 0
+    first_sent = min(r["sent_at"] for r in measured)
+    last_done = max(r["sent_at"] + r["e2e_s"] for r in measured)
+    assert metrics["qps"] * (last_done - first_sent) == pytest.approx(metrics["completed"],
+                                                                      rel=0.05)
+    assert metrics["output_tok_s"] == pytest.approx(metrics["qps"] * workload["output_tokens"],
+                                                    rel=1e-6)
+    assert metrics["ttft_p50_ms"] <= metrics["e2e_p50_ms"]
+    assert metrics["telemetry_peaks"]["num_requests_running_max"] >= 1
+    assert metrics["telemetry_peaks"]["rss_bytes_max"] > 100 * 2**20
+    assert len(read_jsonl(archive / "telemetry.jsonl")) >= 1
+    assert "SLOs: met" in (archive / "report.md").read_text()
+
+
+def test_kv_cache_too_small_fails_at_start(tiny_model, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_mopt(
+        "apply", str(TINY_RECIPE), "--runs-dir", str(runs),
+        "--set", "engine.max_model_len=1000000",
+        "--set", "engine.env={VLLM_CPU_KVCACHE_SPACE: '1', VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1'}")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "kv_cache_too_small" in result.stderr
+    archive = only_archive(runs)
+    status = json.loads((archive / "status.json").read_text())
+    assert status["status"] == "failed:kv_cache_too_small"
+    failure = json.loads((archive / "failure.json").read_text())
+    assert any("To serve at least one request" in line for line in failure["evidence"])
+    assert "max_model_len" in failure["hint"]
+    assert "To serve at least one request" in (archive / "engine.log").read_text()
+
+
+def test_engine_killed_during_load(tiny_model, tmp_path):
+    runs = tmp_path / "runs"
+    proc = start_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs),
+                      "--set", "workload.num_requests=100000", "--set", "workload.duration_s=300",
+                      log=tmp_path / "mopt.log")
+    try:
+        archive = wait_for_measured_requests(runs, 10, proc)
+        server_pid = json.loads((archive / "status.json").read_text())["server_pid"]
+        os.kill(server_pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 5, (tmp_path / "mopt.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    status = json.loads((archive / "status.json").read_text())
+    assert status["status"] == "failed:engine_died"
+    assert "signal 9" in status["failure"]["hint"]
+    metrics = json.loads((archive / "metrics.json").read_text())
+    assert metrics["completed"] >= 10
+    measured = [r for r in read_jsonl(archive / "requests.jsonl") if not r["warmup"]]
+    assert sum(r["ok"] for r in measured) == metrics["completed"]
+
+
+def test_sigint_interrupts_cleanly(tiny_model, tmp_path):
+    runs = tmp_path / "runs"
+    proc = start_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs),
+                      "--set", "workload.num_requests=100000", "--set", "workload.duration_s=300",
+                      log=tmp_path / "mopt.log")
+    try:
+        archive = wait_for_measured_requests(runs, 5, proc)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130, (tmp_path / "mopt.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    status = json.loads((archive / "status.json").read_text())
+    assert status["status"] == "interrupted"
+    metrics = json.loads((archive / "metrics.json").read_text())
+    assert metrics["completed"] >= 5 and metrics["qps"] > 0
+    assert (archive / "report.md").is_file()
+
+
+def test_bench_url_against_a_running_server(tiny_model, tmp_path):
+    loaded = load_recipe(TINY_RECIPE)
+    port = 18000 + os.getpid() % 1000
+    engine = EngineProcess(vllm_argv(loaded.resolved, loaded.base_dir, port=port),
+                           server_env(loaded.resolved), tmp_path / "engine.log",
+                           f"http://127.0.0.1:{port}", startup_timeout_s=300)
+    runs = tmp_path / "runs"
+    with engine:
+        engine.wait_ready()
+        result = run_mopt("bench", "--url", engine.base_url, "--tokenizer", str(tiny_model),
+                          "--prompt-tokens", "48", "--output-tokens", "16",
+                          "--concurrency", "4", "--num-requests", "40", "--runs-dir", str(runs),
+                          "--json", timeout=300)
+        group = engine.pid
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads(result.stdout)["metrics"]
+    assert metrics["completed"] == 40 and metrics["failed"] == 0
+    records = [r for r in read_jsonl(only_archive(runs) / "requests.jsonl") if not r["warmup"]]
+    assert {r["output_tokens"] for r in records} == {16}
+    assert {r["prompt_tokens"] for r in records} == {48}
+    assert group_members(group) == []  # the whole server group is gone after stop()
