@@ -6,6 +6,7 @@ Only format 1 exists today. When format 2 arrives, add ``MIGRATIONS[1] = _v1_to_
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from model_optimizer.errors import RecipeError
@@ -23,6 +24,11 @@ def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
     """Bring ``doc`` to format ``current``; return it and the version it was written in."""
     chain = MIGRATIONS if migrations is None else migrations
     if "recipe_version" not in doc:
+        close = difflib.get_close_matches("recipe_version", [str(k) for k in doc], n=1)
+        if close:
+            raise RecipeError([smap.diagnostic(
+                (close[0],), f"recipe_version is missing; found unknown key '{close[0]}'",
+                "did you mean 'recipe_version'?", prefer_key=True)])
         raise RecipeError([smap.diagnostic(
             (), "recipe_version is missing",
             f"add 'recipe_version: {current}' as the first key")])

