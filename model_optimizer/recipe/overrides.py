@@ -71,7 +71,6 @@ def apply_overrides(doc: dict, overrides: list[str],
                 target[part] = existing
             target = existing
         target[path[-1]] = value
-        smap.values[path] = (None, None)
         smap.overridden[path] = f"{SOURCE} {item}"
     return result, problems
 

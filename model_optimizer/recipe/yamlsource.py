@@ -28,6 +28,8 @@ class SourceMap:
     values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
     overridden: dict[Path_, str] = field(default_factory=dict)
+    ends: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    flow: set[Path_] = field(default_factory=set)
 
     def locate(self, path: Path_, prefer_key: bool = False) -> tuple[int | None, int | None]:
         """Position of ``path``, else of its nearest ancestor that has one."""
@@ -78,6 +80,9 @@ def _walk(node: yaml.Node, path: Path_, smap: SourceMap, problems: list[Diagnost
         raise RecipeError([Diagnostic(smap.file, None, None, "",
                                       f"more than {MAX_NODES} YAML nodes; a recipe is small")])
     smap.values[path] = _mark(node)
+    smap.ends[path] = (node.end_mark.line + 1, node.end_mark.column + 1)
+    if getattr(node, "flow_style", False):
+        smap.flow.add(path)
     if isinstance(node, yaml.MappingNode):
         first_seen: dict[object, tuple[int, int]] = {}
         for key_node, value_node in node.value:

@@ -22,7 +22,7 @@ def test_tiny_cpu_argv_is_exact():
         "--host", "127.0.0.1", "--port", "8123", "--kv-cache-dtype", "auto",
         "--block-size", "32", "--max-model-len", "512", "--max-num-seqs", "8",
         "--max-num-batched-tokens", "2048", "--no-enable-prefix-caching",
-        "--tensor-parallel-size", "1"]
+        "--tensor-parallel-size", "1", "--enforce-eager"]
     assert server_env(loaded.resolved) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
