@@ -9,6 +9,7 @@ from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
 from model_optimizer.cli.plan import plan
 from model_optimizer.cli.show import show
+from model_optimizer.cli.sweep import sweep
 from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.validate import validate
 
@@ -25,6 +26,7 @@ app.command()(show)
 app.command()(plan)
 app.command()(apply)
 app.command()(bench)
+app.command()(sweep)
 app.command("tiny-model")(tiny_model)
 
 

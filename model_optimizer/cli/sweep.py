@@ -1,0 +1,142 @@
+"""`mopt sweep`: relaunch vLLM with growing values of one knob, choose, confirm, write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.archive.report import fmt
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import (
+    JsonOption,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import UsageError
+from model_optimizer.recipe import load_recipe
+
+
+class SweepProgress(RunProgress):
+    """Run progress plus the sweep's own events: which step, which value, and why."""
+
+    sweep_path: str | None = None
+
+    def __call__(self, phase: str, data: dict) -> None:
+        if phase == "archive":
+            if self.sweep_path is None:
+                self.sweep_path = data["path"]
+                resumed = data.get("resumed")
+                note = f" (resuming: {resumed} steps already done)" if resumed is not None else ""
+                self._log(f"sweep archive: {data['path']}{note}")
+            return
+        handler = getattr(self, f"_on_{phase}", None)
+        if handler is not None:
+            handler(data)
+        else:
+            super().__call__(phase, data)
+
+    def _on_step(self, data: dict) -> None:
+        self._log(f"step {data['index']}: {data['value']} ({data['reason']})")
+
+    def _on_step_done(self, data: dict) -> None:
+        metric = fmt(data["metric"], 2) if data["metric"] is not None else "-"
+        extra = f", {data['failure']}" if data["failure"] else ""
+        self._log(f"  -> {data['status']}{extra}, objective {metric}")
+
+    def _on_skipped(self, data: dict) -> None:
+        self._log(f"  skipped {data['value']} without a launch: {data['reason']}")
+
+    def _on_confirm(self, data: dict) -> None:
+        self._log(f"confirming {data['value']} with a {data['duration_s']:.0f} s sustained run")
+
+    def _on_confirmed(self, data: dict) -> None:
+        verdict = "passed" if data["ok"] else "rejected: " + "; ".join(data["problems"])
+        self._log(f"  -> {verdict}")
+
+
+def _values(text: str | None) -> list | None:
+    if text is None:
+        return None
+    return [yaml.safe_load(item.strip()) for item in text.split(",") if item.strip()]
+
+
+@handle_errors
+def sweep(
+    recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML file (not with --resume).",
+                                                  show_default=False, metavar="RECIPE")] = None,
+    param: Annotated[str | None, typer.Option(help="Engine knob to sweep (default: the "
+                                              "recipe's sweep.param).")] = None,
+    start: Annotated[float | None, typer.Option(help="First value.")] = None,
+    growth: Annotated[float | None, typer.Option(help="Factor between values (default 2).")]
+    = None,
+    step: Annotated[float | None, typer.Option(help="Add this instead of multiplying.")] = None,
+    max_value: Annotated[float | None, typer.Option("--max", help="Largest value tried.")]
+    = None,
+    values: Annotated[str | None, typer.Option(help="Comma-separated values for categorical "
+                                               "knobs, e.g. auto,fp8.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
+                                                "over RECIPE.")] = None,
+    model_config: Annotated[Path | None, typer.Option(
+        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
+    = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
+                                                "runs/ folder.")] = None,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Sweep one engine knob: grow it until throughput plateaus, memory runs out or an SLO
+    breaks, bisect, confirm the knee with a sustained run, and write a new recipe revision.
+
+    Exit codes: 0 a revision was written; 2 bad input; 4 no value met the SLOs; 130
+    interrupted (continue with --resume).
+    """
+    from model_optimizer.cli.apply import _sigterm_as_interrupt
+
+    _sigterm_as_interrupt()
+    progress_console = err_console if as_json else console
+    progress = SweepProgress(progress_console)
+    try:
+        with progress:
+            outcome = _run(recipe, resume, overrides, progress, runs_dir_opt, output,
+                           model_config, {"param": param, "start": start, "growth": growth,
+                                          "step": step, "max": max_value,
+                                          "values": _values(values)})
+    except KeyboardInterrupt:
+        if progress.sweep_path:
+            err_console.print(f"interrupted; continue with: mopt sweep --resume "
+                              f"{progress.sweep_path}", highlight=False)
+        raise
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        console.print(f"\n{outcome.reason}", highlight=False)
+        if outcome.written:
+            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
+                          highlight=False)
+        console.print(f"sweep archive: {outcome.archive} (report.md, summary.csv, plot.png)",
+                      highlight=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags):
+    from model_optimizer.sweep.loop import resume_sweep, start_sweep
+
+    if resume is not None:
+        if recipe is not None or overrides:
+            raise UsageError("--resume continues a sweep with its archived recipe and "
+                             "settings; give no RECIPE or --set with it")
+        return resume_sweep(resume, on_event=progress)
+    if recipe is None:
+        raise UsageError("give a RECIPE to sweep, or --resume runs/<sweep id>")
+    loaded = load_recipe(recipe, overrides)
+    return start_sweep(loaded, runs_dir(runs_dir_opt), flags=flags, output=output,
+                       model_config=model_config, on_event=progress)

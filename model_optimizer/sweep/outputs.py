@@ -1,0 +1,147 @@
+"""What a sweep leaves in its archive: summary.json/.csv, plot.png and report.md."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from model_optimizer.archive import RunArchive
+from model_optimizer.archive.report import fmt
+
+CSV_COLUMNS = ("step", "value", "phase", "status", "qps", "goodput_qps", "output_tok_s",
+               "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+               "peak_memory_bytes", "kv_cache_usage_max", "preemptions", "failure", "reason")
+
+
+def summary_rows(state) -> list[dict[str, Any]]:
+    """One row per measured step, with the decision that proposed it."""
+    proposed = [d for d in state.decisions if d["value"] is not None]
+    rows = []
+    for index, point in enumerate(state.history):
+        figures = state.figures.get(str(point.value), {})
+        reason = proposed[index]["reason"] if index < len(proposed) else ""
+        row = {"step": index + 1, "value": point.value, "phase": point.phase,
+               "status": point.status, "failure": point.failure_kind, "reason": reason}
+        for column in CSV_COLUMNS:
+            if column not in row:
+                row[column] = figures.get(column)
+        if point.metric is not None:
+            row[state.objective] = point.metric  # the median over repeats
+        rows.append(row)
+    return rows
+
+
+def ceiling_of(state) -> Any:
+    """The smallest value that failed or was skipped for memory, if any."""
+    bad = [p.value for p in state.history if p.status in ("failed", "skipped")]
+    return min(bad) if bad and all(isinstance(v, int | float) for v in bad) else None
+
+
+def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
+                  written: Path | None = None) -> None:
+    """Write summary.json, summary.csv, plot.png and report.md (each atomically)."""
+    rows = summary_rows(state)
+    stop = next((d for d in reversed(state.decisions) if d["value"] is None), None)
+    summary = {"sweep_id": archive.id, "param": state.config.param,
+               "objective": state.objective, "tie_concurrency": state.tie_concurrency,
+               "steps": rows, "stop": stop, "chosen": chosen.to_dict() if chosen else None,
+               "chosen_reason": reason, "ceiling": ceiling_of(state),
+               "confirmations": state.confirmations,
+               "written": str(written) if written else None,
+               "launches": sum(p.launches for p in state.history)
+               + sum(1 for c in state.confirmations if not c.get("skipped"))}
+    archive.write_json("summary.json", summary)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    archive.write_text("summary.csv", buffer.getvalue())
+    if rows:
+        plot_sweep(archive.file("plot.png"), state, rows, chosen)
+    archive.write_text("report.md", render_report(archive.id, loaded, state, summary, rows))
+
+
+def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:
+    """Throughput and latency against the swept value; chosen point and ceiling marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = sorted((r for r in rows if r["status"] == "ok" and r["qps"] is not None),
+                key=lambda r: _order(r["value"]))
+    fig, left = plt.subplots(figsize=(8, 4.5), dpi=110)
+    xs = [_x(r["value"]) for r in ok]
+    left.plot(xs, [r["qps"] for r in ok], "o-", color="tab:blue", label="QPS")
+    if state.objective == "goodput_qps":
+        left.plot(xs, [r["goodput_qps"] for r in ok], "s--", color="tab:cyan",
+                  label="goodput")
+    left.set_xlabel(state.config.param)
+    left.set_ylabel("requests / s")
+    right = left.twinx()
+    right.plot(xs, [r["ttft_p99_ms"] for r in ok], "^-", color="tab:orange",
+               label="TTFT p99 (ms)")
+    right.plot(xs, [r["tpot_p50_ms"] for r in ok], "v-", color="tab:red",
+               label="TPOT p50 (ms)")
+    right.set_ylabel("latency (ms)")
+    ceiling = ceiling_of(state)
+    if ceiling is not None:
+        left.axvline(_x(ceiling), color="black", linestyle=":", label=f"ceiling {ceiling}")
+    if chosen is not None and chosen.value is not None:
+        left.axvline(_x(chosen.value), color="tab:green", linewidth=2,
+                     label=f"chosen {chosen.value}")
+    if xs and all(isinstance(x, int | float) for x in xs) and min(xs) > 0 \
+            and max(xs) / min(xs) >= 8:
+        left.set_xscale("log", base=2)
+    handles = left.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    left.legend(handles[0] + more[0], handles[1] + more[1], loc="best", fontsize=8)
+    left.set_title(f"sweep of {state.config.param}")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _order(value: Any) -> Any:
+    return (0, value) if isinstance(value, int | float) else (1, str(value))
+
+
+def _x(value: Any) -> Any:
+    return str(value) if isinstance(value, str | bool) else value
+
+
+def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict]) -> str:
+    """report.md of a sweep."""
+    lines = [f"# Sweep {sweep_id}", "",
+             f"- recipe: **{loaded.name}** revision {loaded.resolved['revision']}",
+             f"- swept: `engine.{state.config.param}`; objective: {state.objective} "
+             "(median over repeats)",
+             f"- launches: {summary['launches']}"]
+    if state.tie_concurrency:
+        lines.append("- the recipe leaves `workload.concurrency` unset, so the client "
+                     "concurrency was tied to max_num_seqs at every step (enough requests "
+                     "in flight to fill the batch)")
+    lines += ["", "| step | value | status | QPS | goodput | TTFT p99 ms | TPOT p50 ms | "
+              "preemptions | why this value |", "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        status = r["status"] + (f" ({r['failure']})" if r["failure"] else "")
+        lines.append(f"| {r['step']} | {r['value']} | {status} | {fmt(r['qps'], 2)} | "
+                     f"{fmt(r['goodput_qps'], 2)} | {fmt(r['ttft_p99_ms'])} | "
+                     f"{fmt(r['tpot_p50_ms'], 2)} | {fmt(r['preemptions'])} | {r['reason']} |")
+    if summary["stop"]:
+        lines += ["", f"**Search stopped** ({summary['stop'].get('stop_rule')}): "
+                  f"{summary['stop']['reason']}"]
+    lines += ["", f"**Choice**: {summary['chosen_reason']}"]
+    for confirmation in summary["confirmations"]:
+        verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
+            confirmation.get("problems") or [])
+        lines.append(f"- sustained run at {confirmation['value']}: {verdict}")
+    if summary["written"]:
+        lines.append(f"\nWrote the new recipe revision to `{summary['written']}` "
+                     "(the previous revision is kept here as `recipe.given.yaml`).")
+    lines += ["", "![throughput and latency](plot.png)", ""]
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""The sweep loop with an injected measurement: outputs, written revision, interrupt + resume."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.loop import resume_sweep, start_sweep
+from model_optimizer.sweep.strategy import Point
+
+ROOT = Path(__file__).resolve().parents[3]
+QPS = {1: 3.8, 2: 7.1, 4: 13.0, 8: 23.0, 16: 23.6, 32: 23.9, 64: 24.0}
+
+
+def interp(value):
+    """Throughput between table points (bisection asks for values in between)."""
+    keys = sorted(QPS)
+    for low, high in zip(keys, keys[1:], strict=False):
+        if low <= value <= high:
+            return QPS[low] + (QPS[high] - QPS[low]) * (value - low) / (high - low)
+    return QPS[keys[-1]]
+
+
+class FakeMeasure:
+    """Deterministic measurements; optionally raises Ctrl-C at the N-th call."""
+
+    def __init__(self, interrupt_at=None):
+        self.calls = []
+        self.interrupt_at = interrupt_at
+
+    def __call__(self, value, phase):
+        if self.interrupt_at is not None and len(self.calls) + 1 == self.interrupt_at:
+            raise KeyboardInterrupt
+        self.calls.append(value)
+        qps = round(interp(value), 3)
+        figures = {"qps": qps, "goodput_qps": qps, "ttft_p99_ms": 100.0 + value,
+                   "tpot_p50_ms": 4.0, "output_tok_s": qps * 32, "status": "ok"}
+        point = Point(value=value, phase=phase, status="ok", metric_samples=[qps], slo_met=True,
+                      preemptions=0, launches=1, run_ids=[f"run-{value}"])
+        return point, figures
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
+                    .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
+    return path
+
+
+def sweep_once(recipe, runs, measure, output):
+    loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null"])
+    return start_sweep(loaded, runs, flags={"start": 1}, output=output, measure=measure)
+
+
+def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
+    out = tmp_path / "out.yaml"
+    measure = FakeMeasure()
+    outcome = sweep_once(recipe, tmp_path / "runs", measure, out)
+    assert outcome.exit_code == 0 and outcome.written == out
+    assert len(measure.calls) == len(set(measure.calls))  # no value measured twice
+    written = load_recipe(out)
+    assert written.resolved["revision"] == 2
+    assert written.resolved["engine"]["max_num_seqs"] == outcome.chosen.value
+    assert written.resolved["workload"]["concurrency"] is None
+    validated = written.resolved["validated"]
+    assert validated["run_id"] == outcome.sweep_id and validated["by"] == "sweep"
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    chosen_row = next(r for r in summary["steps"] if r["value"] == outcome.chosen.value)
+    assert validated["metrics"]["qps"] == chosen_row["qps"]
+    assert summary["tie_concurrency"] is True
+    assert (outcome.archive / "plot.png").stat().st_size > 1000
+    csv_lines = (outcome.archive / "summary.csv").read_text().splitlines()
+    assert len(csv_lines) == len(measure.calls) + 1
+    report = (outcome.archive / "report.md").read_text()
+    assert "tied to max_num_seqs" in report and "**Choice**" in report
+    assert (outcome.archive / "recipe.given.yaml").read_text() == recipe.read_text()
+
+
+def test_interrupt_then_resume_equals_uninterrupted(recipe, tmp_path):
+    reference = sweep_once(recipe, tmp_path / "ref", FakeMeasure(), tmp_path / "ref.yaml")
+
+    first = FakeMeasure(interrupt_at=4)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_once(recipe, tmp_path / "runs", first, tmp_path / "out.yaml")
+    [sweep_dir] = list((tmp_path / "runs").iterdir())
+    status = json.loads((sweep_dir / "status.json").read_text())
+    assert status["status"] == "interrupted" and "--resume" in status["resume"]
+    assert not (tmp_path / "out.yaml").exists()
+
+    second = FakeMeasure()
+    resumed = resume_sweep(sweep_dir, measure=second)
+    assert not set(first.calls) & set(second.calls)  # finished steps are not rerun
+    assert first.calls + second.calls == [p["value"] for p in json.loads(
+        (sweep_dir / "state.json").read_text())["history"]]
+    assert resumed.chosen.value == reference.chosen.value
+    ours = yaml.safe_load((tmp_path / "out.yaml").read_text())
+    theirs = yaml.safe_load((tmp_path / "ref.yaml").read_text())
+    for doc in (ours, theirs):
+        doc["validated"].pop("at")
+        doc["validated"].pop("run_id")
+    assert ours == theirs
+
+
+def test_resume_of_a_finished_or_missing_sweep_is_a_usage_error(recipe, tmp_path):
+    from model_optimizer.errors import UsageError
+    done = sweep_once(recipe, tmp_path / "runs", FakeMeasure(), tmp_path / "o.yaml")
+    with pytest.raises(UsageError, match="already finished"):
+        resume_sweep(done.archive)
+    with pytest.raises(UsageError, match="not a resumable sweep"):
+        resume_sweep(tmp_path)
