@@ -23,7 +23,8 @@ from model_optimizer.archive import (
 )
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
-from model_optimizer.plan import estimate, load_model_config
+from model_optimizer.measure import FIGURE_KEYS, measure_configuration, step_figures, variant
+from model_optimizer.plan import load_model_config
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
@@ -41,8 +42,6 @@ from model_optimizer.telemetry import hardware_seen
 
 EventCallback = Callable[[str, dict], None]
 FLOAT_KNOBS = {"gpu_memory_utilization"}
-MEMORY_FIGURES = ("qps", "goodput_qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms",
-                  "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "success_rate")
 
 
 @dataclass
@@ -213,55 +212,23 @@ class SweepRunner:
     # ----- measuring one value ------------------------------------------------------------
     def step_recipe(self, value) -> LoadedRecipe:
         """The recipe with the swept value (and tied concurrency) applied."""
-        param = self.state.config.param
-        extra = [f"engine.{param}={_yaml_value(value)}"]
+        extra = [f"engine.{self.state.config.param}={_yaml_value(value)}"]
         if self.state.tie_concurrency:
             extra.append(f"workload.concurrency={int(value)}")
-        step = load_recipe_text(self.loaded.source_text, str(self.loaded.path),
-                                self.state.overrides + extra)
-        step.path = self.loaded.path
-        return step
+        return variant(self.loaded, extra)
 
-    def _planner_verdict(self, step: LoadedRecipe, value) -> str | None:
-        if self.model_config is None:
-            return None
-        report = estimate(step.resolved, self.model_config)
-        if not report.fits:
-            return "; ".join(report.problems)
-        if (self.state.config.param == "max_num_seqs"
-                and value > report.max_seqs_no_preemption):
-            return (f"the KV cache holds {report.kv_tokens:,} tokens: at most "
-                    f"{report.max_seqs_no_preemption} sequences of {report.seq_len} tokens "
-                    f"without preemption, fewer than {value}")
-        return None
-
-    def _measure_for_real(self, value, phase: str) -> Point:
-        step = self.step_recipe(value)
-        verdict = self._planner_verdict(step, value)
-        if verdict is not None:
-            self.emit("skipped", {"value": value, "reason": verdict})
-            self.state.figures[str(value)] = {"status": "skipped", "reason": verdict}
-            return Point(value=value, phase=phase, status="skipped", metric_samples=[],
-                         failure_kind="planner")
-        samples, runs, slo_ok, preemptions = [], [], True, 0.0
-        outcome: RunOutcome | None = None
-        for repeat in range(self.repeats):
-            outcome = run_recipe(step, self.archive.path / "steps", on_event=self.emit,
-                                 archive_extra={"sweep": self.archive.id, "value": value,
-                                                "repeat": repeat})
-            runs.append(outcome.run_id)
-            if not outcome.ok:
-                break
-            samples.append(outcome.metrics.get(self.state.objective) or 0.0)
-            slo_ok &= bool(outcome.metrics.get("slo_met"))
-            preemptions = max(preemptions, outcome.telemetry_peaks.get("preemptions") or 0)
-        self.state.figures[str(value)] = step_figures(outcome)
-        if not outcome.ok:
-            kind = outcome.failure.kind if outcome.failure else "unknown"
-            return Point(value=value, phase=phase, status="failed", metric_samples=[],
-                         failure_kind=kind, launches=len(runs), run_ids=runs)
-        return Point(value=value, phase=phase, status="ok", metric_samples=samples,
-                     slo_met=slo_ok, preemptions=preemptions, launches=len(runs), run_ids=runs)
+    def _measure_for_real(self, value, phase: str) -> tuple[Point, dict]:
+        measured = measure_configuration(
+            self.step_recipe(value), self.archive.path / "steps", repeats=self.repeats,
+            objective=self.state.objective, model_config=self.model_config,
+            on_event=self.emit, archive_extra={"sweep": self.archive.id, "value": value})
+        if measured.status == "skipped":
+            self.emit("skipped", {"value": value, "reason": measured.reason})
+        point = Point(value=value, phase=phase, status=measured.status,
+                      metric_samples=measured.samples, slo_met=measured.slo_met,
+                      preemptions=measured.preemptions, failure_kind=measured.failure_kind,
+                      launches=len(measured.run_ids), run_ids=measured.run_ids)
+        return point, measured.figures
 
     # ----- choice, confirmation, output --------------------------------------------------
     def _choose_and_confirm(self) -> SweepOutcome:
@@ -314,7 +281,7 @@ class SweepRunner:
         output = Path(self.state.output)
         validated = {
             "at": utc_now(), "run_id": self.archive.id, "by": "sweep",
-            "metrics": {k: figures.get(k) for k in MEMORY_FIGURES if k in figures},
+            "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
             "vllm_version": vllm_version(), "hardware": hardware_label(),
         }
         self.archive.write_text("recipe.previous.yaml", self.loaded.source_text)
@@ -339,22 +306,6 @@ def _yaml_value(value) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def step_figures(outcome: RunOutcome | None) -> dict:
-    """The per-step figures the summary table shows."""
-    if outcome is None:
-        return {}
-    metrics, peaks = outcome.metrics or {}, outcome.telemetry_peaks or {}
-    figures = {k: metrics.get(k) for k in MEMORY_FIGURES}
-    figures.update({
-        "status": outcome.status, "run_id": outcome.run_id,
-        "failure": outcome.failure.kind if outcome.failure else None,
-        "peak_memory_bytes": peaks.get("gpu_mem_used_bytes_max") or peaks.get("rss_bytes_max"),
-        "kv_cache_usage_max": peaks.get("kv_cache_usage_perc_max"),
-        "preemptions": peaks.get("preemptions"),
-    })
-    return figures
 
 
 def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:

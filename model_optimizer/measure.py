@@ -1,0 +1,99 @@
+"""Measure one engine configuration for a search (sweep or tune): planner check, repeated
+runs, and the figures a search compares. Shared so the strategies have one loop body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_optimizer.plan import estimate
+from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.runner import RunOutcome, run_recipe
+
+EventCallback = Callable[[str, dict], None]
+FIGURE_KEYS = ("qps", "goodput_qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms",
+               "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "success_rate")
+
+
+@dataclass
+class Measurement:
+    """The result of measuring one configuration (all repeats)."""
+
+    status: str                       # ok | failed | skipped
+    samples: list[float] = field(default_factory=list)  # objective per repeat
+    slo_met: bool | None = None
+    preemptions: float = 0.0
+    failure_kind: str | None = None   # classifier class, or "planner" when skipped
+    reason: str | None = None         # why skipped / failed, in words
+    run_ids: list[str] = field(default_factory=list)
+    figures: dict = field(default_factory=dict)
+
+
+def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
+    """``loaded`` with more ``--set`` overrides applied (validated like the file)."""
+    step = load_recipe_text(loaded.source_text, str(loaded.path),
+                            list(loaded.overrides) + extra_overrides)
+    step.path = loaded.path
+    return step
+
+
+def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None:
+    """Why the planner says this configuration cannot run well, or None if it may."""
+    if model_config is None:
+        return None
+    report = estimate(step.resolved, model_config)
+    if not report.fits:
+        return "; ".join(report.problems)
+    seqs = step.resolved["engine"].get("max_num_seqs")
+    if seqs is not None and seqs > report.max_seqs_no_preemption:
+        return (f"the KV cache holds {report.kv_tokens:,} tokens: at most "
+                f"{report.max_seqs_no_preemption} sequences of {report.seq_len} tokens "
+                f"without preemption, fewer than max_num_seqs={seqs}")
+    return None
+
+
+def step_figures(outcome: RunOutcome | None) -> dict:
+    """The per-configuration figures the summaries show."""
+    if outcome is None:
+        return {}
+    metrics, peaks = outcome.metrics or {}, outcome.telemetry_peaks or {}
+    figures = {k: metrics.get(k) for k in FIGURE_KEYS}
+    figures.update({
+        "status": outcome.status, "run_id": outcome.run_id,
+        "failure": outcome.failure.kind if outcome.failure else None,
+        "peak_memory_bytes": peaks.get("gpu_mem_used_bytes_max") or peaks.get("rss_bytes_max"),
+        "kv_cache_usage_max": peaks.get("kv_cache_usage_perc_max"),
+        "preemptions": peaks.get("preemptions"),
+    })
+    return figures
+
+
+def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
+                          objective: str, model_config: dict | None = None,
+                          on_event: EventCallback | None = None,
+                          archive_extra: dict | None = None) -> Measurement:
+    """Planner check, then ``repeats`` archived runs; stops repeating at the first failure."""
+    verdict = planner_verdict(step, model_config)
+    if verdict is not None:
+        return Measurement("skipped", failure_kind="planner", reason=verdict,
+                           figures={"status": "skipped", "reason": verdict})
+    result = Measurement("ok", slo_met=True)
+    outcome: RunOutcome | None = None
+    for repeat in range(repeats):
+        outcome = run_recipe(step, runs_base, on_event=on_event,
+                             archive_extra={**(archive_extra or {}), "repeat": repeat})
+        result.run_ids.append(outcome.run_id)
+        if not outcome.ok:
+            result.status = "failed"
+            result.failure_kind = outcome.failure.kind if outcome.failure else "unknown"
+            result.reason = outcome.failure.hint if outcome.failure else outcome.status
+            result.samples, result.slo_met = [], None
+            break
+        result.samples.append(outcome.metrics.get(objective) or 0.0)
+        result.slo_met = result.slo_met and bool(outcome.metrics.get("slo_met"))
+        result.preemptions = max(result.preemptions,
+                                 outcome.telemetry_peaks.get("preemptions") or 0)
+    result.figures = step_figures(outcome)
+    return result
