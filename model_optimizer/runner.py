@@ -54,6 +54,7 @@ class RunOutcome:
     telemetry_peaks: dict = field(default_factory=dict)
     failure: Failure | None = None
     ready_after_s: float | None = None
+    workload: dict = field(default_factory=dict)  # as run (overrides, tied concurrency)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +81,14 @@ class RunOutcome:
                 "ready_after_s": self.ready_after_s, "metrics": self.metrics,
                 "telemetry_peaks": self.telemetry_peaks,
                 "failure": self.failure.to_dict() if self.failure else None}
+
+
+def effective_workload(recipe: dict, override: dict | None = None) -> dict:
+    """The workload as run: overrides applied, a null concurrency tied to max_num_seqs."""
+    workload = {**recipe["workload"], **(override or {})}
+    if workload.get("concurrency") is None:
+        workload["concurrency"] = recipe["engine"].get("max_num_seqs") or 1
+    return workload
 
 
 @contextlib.contextmanager
@@ -156,7 +165,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     """
     emit = on_event or (lambda phase, data: None)
     recipe = loaded.resolved
-    workload = {**recipe["workload"], **(workload_override or {})}
+    workload = effective_workload(recipe, workload_override)
     location = check_model_present(loaded)
     engine_cfg = recipe["engine"]
     host = engine_cfg["host"]
@@ -171,7 +180,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
                            archive.file("engine.log"), base_url,
                            startup_timeout_s=engine_cfg["startup_timeout_s"])
     measurement = _Measurement(archive)
-    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
+    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
         _launch(engine, archive, emit, outcome)
@@ -259,12 +268,12 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     Archived like a run (kind ``bench``), without an engine log or argv.
     """
     emit = on_event or (lambda phase, data: None)
-    recipe, workload = loaded.resolved, loaded.resolved["workload"]
+    recipe, workload = loaded.resolved, effective_workload(loaded.resolved)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench")
     _write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
                                            "model": model_name, "workload": workload})
     measurement = _Measurement(archive)
-    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
+    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
         result = measure_endpoint(base_url, model_name, tokenizer_dir, workload, archive,

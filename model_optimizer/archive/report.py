@@ -27,14 +27,15 @@ def metrics_table(metrics: dict) -> list[str]:
 
 def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
     """The report.md of one run."""
-    metrics, workload = outcome.metrics or {}, recipe["workload"]
+    metrics = outcome.metrics or {}
+    workload = getattr(outcome, "workload", None) or recipe["workload"]
     lines = [f"# Run {run_id}", "",
              f"- recipe: **{recipe['name']}** revision {recipe['revision']}",
              f"- status: **{outcome.status}**"]
     if outcome.ready_after_s is not None:
         lines.append(f"- server healthy after {outcome.ready_after_s:.1f} s")
     lines.append(f"- workload: {workload['prompt_tokens']} prompt / {workload['output_tokens']} "
-                 f"output tokens, concurrency {workload.get('concurrency') or 1}, rate "
+                 f"output tokens, concurrency {workload.get('concurrency')}, rate "
                  f"{workload['request_rate']}, {workload.get('num_requests')} requests "
                  f"(+{workload['warmup_requests']} warm-up)")
     if outcome.failure is not None:

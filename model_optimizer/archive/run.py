@@ -11,6 +11,7 @@ Layout of ``runs/<UTC time>-<recipe name>-<short id>/``::
     telemetry.jsonl    one line per /metrics + memory sample
     metrics.json       the aggregate figures
     report.md          a short human report
+    manifest.json      SHA-256 of every file, written last when the run is sealed
 
 Every JSON/YAML/Markdown file is written atomically; the JSONL files are appended line by
 line and flushed, so a crash or Ctrl-C leaves a readable archive with what was measured.
@@ -129,7 +130,11 @@ class RunArchive:
             return {}
 
     def close(self) -> None:
-        """Close the JSONL files (fsync them first)."""
+        """Close the JSONL files (fsync them first); seal the archive if it has finished.
+
+        Sealing (once the status is no longer ``running``) writes ``manifest.json`` last and
+        registers the archive in ``<runs dir>/index.sqlite`` (see ``archive.index.seal``).
+        """
         with self._lock:
             for handle in self._handles.values():
                 try:
@@ -138,3 +143,7 @@ class RunArchive:
                 finally:
                     handle.close()
             self._handles.clear()
+        if self.read_status().get("status") not in (None, STATUS_RUNNING):
+            from model_optimizer.archive.index import seal
+
+            seal(self.path)

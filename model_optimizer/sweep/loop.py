@@ -162,6 +162,7 @@ class SweepRunner:
             self.archive.set_status(STATUS_INTERRUPTED, phase="interrupted",
                                     resume=f"mopt sweep --resume {self.archive.path}")
             write_outputs(self.archive, self.loaded, self.state, None, "interrupted")
+            self.archive.close()  # seal: manifest + run index
             raise
         self._save()
         write_outputs(self.archive, self.loaded, self.state, outcome.chosen, outcome.reason,
@@ -169,6 +170,7 @@ class SweepRunner:
         self.archive.set_status(outcome.status, phase="finished", finished_at=utc_now(),
                                 chosen=outcome.chosen.value if outcome.chosen else None,
                                 written=str(outcome.written) if outcome.written else None)
+        self.archive.close()  # seal: manifest + run index
         return outcome
 
     def _search(self) -> None:

@@ -1,0 +1,389 @@
+"""The run index: ``<runs dir>/index.sqlite``, one row per archive (runs, sweeps, their steps).
+
+The folders are the source of truth; the index is a cache for listing and lookup. Each row
+stores a *signature* of its folder (the modification times of ``status.json`` and
+``manifest.json``, both replaced atomically whenever they change). :func:`refresh` compares
+the folders on disk with the rows and re-reads only the folders that are new or whose
+signature changed, and drops rows of folders that are gone; a missing or unreadable index,
+or one of another schema version, is rebuilt from scratch (also ``mopt runs --reindex``).
+
+Concurrent mopt processes share one ``runs/``: every write to the index happens under an
+exclusive ``fcntl.flock`` on ``<runs dir>/.lock``, and SQLite runs in WAL mode with a busy
+timeout, so readers never block writers and no writer sees a half-written index. Archive
+folders themselves are created with a unique ``mkdir`` and written file by file atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+INDEX_NAME = "index.sqlite"
+LOCK_NAME = ".lock"
+SCHEMA_VERSION = 1
+STEPS_DIR = "steps"
+BUSY_TIMEOUT_S = 60.0
+CONFIG_HASH_IGNORES = ("name", "description", "revision", "validated")
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("path", "id", "parent", "kind", "created_at", "finished_at", "recipe_name",
+           "recipe_revision", "recipe_hash", "recipe_file", "status", "pid", "updated_at",
+           "qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "e2e_p50_ms",
+           "slo_met", "vllm_version", "hardware", "signature")
+_REAL_COLUMNS = ("qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                 "e2e_p50_ms")
+_INT_COLUMNS = ("recipe_revision", "pid", "slo_met")
+
+
+def _column_type(name: str) -> str:
+    return "REAL" if name in _REAL_COLUMNS else "INTEGER" if name in _INT_COLUMNS else "TEXT"
+
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    {', '.join(f'{c} {_column_type(c)}' for c in COLUMNS)},
+    PRIMARY KEY (path)
+);
+CREATE INDEX IF NOT EXISTS runs_id ON runs (id);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
+"""
+
+
+# ----- helpers shared with the history commands ------------------------------------------
+def config_hash(resolved: dict | None) -> str | None:
+    """16 hex digits identifying a configuration: the resolved recipe without its name,
+    description, revision and validated block (equal configurations hash equal)."""
+    if not isinstance(resolved, dict):
+        return None
+    core = {k: v for k, v in resolved.items() if k not in CONFIG_HASH_IGNORES}
+    text = json.dumps(core, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def hardware_label_of(seen: dict | None) -> str | None:
+    """Short hardware name from a ``hardware_seen()`` record (as ``sweep.hardware_label``)."""
+    if not isinstance(seen, dict):
+        return None
+    gpus = seen.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)}x {gpus[0].get('name')}"
+    return str(seen.get("cpu_model") or "cpu")
+
+
+def runs_root_of(archive: str | Path) -> Path:
+    """The runs dir an archive belongs to (a sweep step's is the sweep's parent)."""
+    parent = Path(archive).resolve().parent
+    while parent.name == STEPS_DIR and (parent.parent / "status.json").exists():
+        parent = parent.parent.parent
+    return parent
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON object from ``path``, or None when missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_yaml(path: Path) -> dict | None:
+    """A YAML mapping from ``path``, or None when missing or unreadable."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# ----- reading one folder into a row -------------------------------------------------------
+def signature(folder: Path) -> str:
+    """What changes whenever an archive's status or manifest is (atomically) rewritten."""
+    parts = []
+    for name in ("status.json", "manifest.json"):
+        try:
+            parts.append(str((folder / name).stat().st_mtime_ns))
+        except OSError:
+            parts.append("-")
+    return ":".join(parts)
+
+
+def _metrics_columns(metrics: dict | None) -> dict:
+    metrics = metrics or {}
+    out = {k: metrics.get(k) for k in _REAL_COLUMNS}
+    slo = metrics.get("slo_met")
+    out["slo_met"] = None if slo is None else int(bool(slo))
+    return out
+
+
+def _run_columns(folder: Path) -> dict:
+    run = read_json(folder / "run.json") or {}
+    resolved = read_yaml(folder / "recipe.resolved.yaml")
+    if resolved is not None and isinstance(run.get("workload"), dict):
+        resolved = {**resolved, "workload": run["workload"]}
+    return {"created_at": run.get("created_at"), "recipe_name": run.get("recipe_name"),
+            "recipe_revision": run.get("recipe_revision"),
+            "recipe_file": run.get("recipe_file"), "recipe_hash": config_hash(resolved),
+            "parent": run.get("sweep"),
+            "vllm_version": (run.get("versions") or {}).get("vllm"),
+            "hardware": hardware_label_of(run.get("hardware")),
+            **_metrics_columns(read_json(folder / "metrics.json"))}
+
+
+def _sweep_columns(folder: Path) -> dict:
+    state = read_json(folder / "state.json") or {}
+    summary = read_json(folder / "summary.json") or {}
+    given = read_yaml(folder / "recipe.given.yaml") or {}
+    written = read_yaml(folder / "recipe.written.yaml")
+    validated = (written or {}).get("validated") or {}
+    chosen = (summary.get("chosen") or {}).get("value")
+    figures = (state.get("figures") or {}).get(str(chosen)) if chosen is not None else None
+    return {"created_at": state.get("started_at"), "recipe_name": given.get("name"),
+            "recipe_revision": (written or given).get("revision", 1),
+            "recipe_file": state.get("output") or state.get("recipe_file"),
+            "recipe_hash": config_hash(_resolve_quietly(written)),
+            "vllm_version": validated.get("vllm_version"),
+            "hardware": validated.get("hardware"), **_metrics_columns(figures)}
+
+
+def _rollback_columns(folder: Path) -> dict:
+    info = read_json(folder / "run.json") or {}
+    written = read_yaml(folder / "recipe.written.yaml")
+    validated = (written or {}).get("validated") or {}
+    return {"created_at": info.get("created_at"), "recipe_name": info.get("recipe_name"),
+            "recipe_revision": info.get("to_revision"), "recipe_file": info.get("recipe_file"),
+            "recipe_hash": config_hash(_resolve_quietly(written)),
+            "vllm_version": validated.get("vllm_version"),
+            "hardware": validated.get("hardware"), **_metrics_columns(validated.get("metrics"))}
+
+
+def _resolve_quietly(document: dict | None) -> dict | None:
+    if document is None:
+        return None
+    try:
+        from model_optimizer.recipe import resolve
+        return resolve(document)
+    except Exception:  # noqa: BLE001 - an odd recipe only loses its hash
+        return document
+
+
+def read_entry(folder: Path, root: Path) -> dict:
+    """The index row of one archive folder (tolerant: a broken folder still gets a row)."""
+    status = read_json(folder / "status.json") or {}
+    kind = status.get("kind") or "run"
+    row = dict.fromkeys(COLUMNS)
+    row.update({"path": folder.relative_to(root).as_posix(), "id": folder.name, "kind": kind,
+                "status": status.get("status") or "incomplete", "pid": status.get("pid"),
+                "updated_at": status.get("updated_at"),
+                "finished_at": status.get("finished_at"), "signature": signature(folder)})
+    reader = {"sweep": _sweep_columns, "rollback": _rollback_columns}.get(kind, _run_columns)
+    row.update(reader(folder))
+    if row["parent"] is None and folder.parent.name == STEPS_DIR:
+        row["parent"] = folder.parent.parent.name
+    if not row["created_at"]:
+        row["created_at"] = _stamp_from_id(folder.name) or row["updated_at"]
+    return row
+
+
+def _stamp_from_id(run_id: str) -> str | None:
+    stamp = run_id.split("-", 1)[0]
+    if len(stamp) == 16 and stamp[8] == "T" and stamp.endswith("Z"):
+        return (f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:"
+                f"{stamp[13:15]}Z")
+    return None
+
+
+# ----- scanning, locking, connecting -------------------------------------------------------
+def scan(root: Path) -> dict[str, Path]:
+    """Archive folders under ``root``: top-level folders and the steps of each, by rel path."""
+    found: dict[str, Path] = {}
+    if not root.is_dir():
+        return found
+    for folder in root.iterdir():
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        found[folder.name] = folder
+        steps = folder / STEPS_DIR
+        if steps.is_dir():
+            for step in steps.iterdir():
+                if step.is_dir() and not step.name.startswith("."):
+                    found[step.relative_to(root).as_posix()] = step
+    return found
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Exclusive lock on ``<root>/.lock`` for the duration of an index write."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / LOCK_NAME, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _open(root: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(root / INDEX_NAME, timeout=BUSY_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
+def _connect_for_write(root: Path) -> sqlite3.Connection:
+    """Open (creating or, if broken or of another schema, recreating) the index. Lock held."""
+    try:
+        conn = _open(root)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            conn.execute("DROP TABLE IF EXISTS runs")
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return conn
+    except sqlite3.DatabaseError:
+        for suffix in ("", "-wal", "-shm"):
+            (root / (INDEX_NAME + suffix)).unlink(missing_ok=True)
+        conn = _open(root)
+        conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return conn
+
+
+def _upsert(conn: sqlite3.Connection, rows: list[dict]) -> None:
+    marks = ", ".join("?" for _ in COLUMNS)
+    conn.executemany(f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({marks})",
+                     [tuple(_cell(row[c]) for c in COLUMNS) for row in rows])
+
+
+def _cell(value: object) -> object:
+    return value if value is None or isinstance(value, int | float | str) else str(value)
+
+
+# ----- the public operations ----------------------------------------------------------------
+def register(archive: str | Path) -> Path:
+    """Add or update one archive's row (called when an archive is sealed); returns the root."""
+    folder = Path(archive).resolve()
+    root = runs_root_of(folder)
+    with locked(root):
+        conn = _connect_for_write(root)
+        try:
+            with conn:
+                _upsert(conn, [read_entry(folder, root)])
+        finally:
+            conn.close()
+    return root
+
+
+def refresh(root: str | Path, full: bool = False) -> dict:
+    """Bring the index in step with the folders; ``full`` rebuilds every row.
+
+    Returns counts: ``added``, ``updated``, ``removed``, ``total``.
+    """
+    root = Path(root).resolve()
+    counts = {"added": 0, "updated": 0, "removed": 0, "total": 0}
+    if not root.is_dir():
+        return counts
+    if not full and (root / INDEX_NAME).exists():
+        stale = _stale(root)
+        if stale is not None and not any(stale.values()):
+            counts["total"] = stale["count"]
+            return counts
+    with locked(root):
+        conn = _connect_for_write(root)
+        try:
+            with conn:
+                counts = _sync(conn, root, full)
+        finally:
+            conn.close()
+    return counts
+
+
+def _stored_signatures(conn: sqlite3.Connection) -> dict[str, str]:
+    return {r["path"]: r["signature"] for r in conn.execute("SELECT path, signature FROM runs")}
+
+
+def _stale(root: Path) -> dict | None:
+    """Which folders differ from the index (read-only check), None if the index is unusable."""
+    try:
+        conn = _open(root)
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                return None
+            stored = _stored_signatures(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+    on_disk = scan(root)
+    changed = [p for p, f in on_disk.items() if stored.get(p) != signature(f)]
+    return {"changed": changed, "removed": [p for p in stored if p not in on_disk],
+            "count": len(on_disk)}
+
+
+def _sync(conn: sqlite3.Connection, root: Path, full: bool) -> dict:
+    stored = {} if full else _stored_signatures(conn)
+    if full:
+        conn.execute("DELETE FROM runs")
+    on_disk = scan(root)
+    removed = [p for p in stored if p not in on_disk]
+    conn.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in removed])
+    changed = [f for p, f in on_disk.items() if stored.get(p) != signature(f)]
+    _upsert(conn, [read_entry(folder, root) for folder in changed])
+    added = sum(1 for f in changed if f.relative_to(root).as_posix() not in stored)
+    return {"added": added, "updated": len(changed) - added, "removed": len(removed),
+            "total": len(on_disk)}
+
+
+def all_rows(root: str | Path, refresh_first: bool = True) -> list[dict]:
+    """Every row, newest first (the index is refreshed first unless told otherwise)."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        return []
+    if refresh_first:
+        refresh(root)
+    conn = _open(root)
+    try:
+        rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, id DESC").fetchall()
+    finally:
+        conn.close()
+    return [dict(row) for row in rows]
+
+
+def find(root: str | Path, ref: str) -> list[dict]:
+    """Rows whose id equals ``ref``, else starts with it, else ends with ``-ref``."""
+    rows = all_rows(root)
+    for match in (lambda r: r["id"] == ref, lambda r: r["id"].startswith(ref),
+                  lambda r: r["id"].endswith(f"-{ref}")):
+        hits = [r for r in rows if match(r)]
+        if hits:
+            return hits
+    return []
+
+
+def seal(archive: str | Path) -> None:
+    """Write the manifest of a finished archive, then register it in the index.
+
+    Runs at the end of every run (in cleanup), so it never raises: a failure is logged,
+    and the index catches up on its next refresh.
+    """
+    from model_optimizer.archive.manifest import write_manifest
+
+    try:
+        write_manifest(archive)
+    except OSError as exc:
+        log.warning("could not write the manifest of %s: %s", archive, exc)
+        return
+    try:
+        register(archive)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("could not register %s in the run index: %s", archive, exc)
