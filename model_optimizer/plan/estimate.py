@@ -441,7 +441,13 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
 def _fill_kv(report: PlanReport, engine: dict, accel: Accelerator, workload: dict) -> None:
     """KV budget, whole blocks, tokens and sequences that fit without preemption."""
     weights = report.weight_bytes_per_device
-    if accel.is_cpu:
+    explicit = (engine.get("extra_args") or {}).get("kv-cache-memory-bytes")
+    if explicit is not None:
+        # vLLM's --kv-cache-memory-bytes sizes the cache directly (per device), on CPU too,
+        # taking precedence over gpu_memory_utilization and VLLM_CPU_KVCACHE_SPACE
+        budget = _Budget(0, int(float(explicit)))
+        report.notes.append(f"KV cache sized by extra_args kv-cache-memory-bytes={explicit}")
+    elif accel.is_cpu:
         budget = _cpu_budget(accel, engine.get("env") or {}, weights, report)
     else:
         budget = _gpu_budget(accel, report.gpu_memory_utilization, weights)

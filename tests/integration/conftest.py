@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -20,16 +21,25 @@ TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 MOPT = [sys.executable, "-m", "model_optimizer"]
 
 
-def vllm_processes() -> set[int]:
-    """PIDs of vLLM server or engine-core processes on this machine."""
+TEST_MARK = "MOPT_TEST_RUN_ID"
+
+
+def vllm_processes(mark: str) -> set[int]:
+    """PIDs of vLLM server or engine-core processes started under this test's mark.
+
+    Every process a test starts inherits ``MOPT_TEST_RUN_ID`` from the test's environment,
+    so servers started by anything else on the machine are not mistaken for leaks.
+    """
     found = set()
     for proc in psutil.process_iter(["pid", "cmdline", "name"]):
         try:
             text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["name"] or "")
+            if "vllm" not in text.lower() and "EngineCore" not in text:
+                continue
+            if proc.environ().get(TEST_MARK) == mark:
+                found.add(proc.info["pid"])
         except psutil.Error:
             continue
-        if "vllm.entrypoints" in text or "VLLM::EngineCore" in text or "EngineCore" in text:
-            found.add(proc.info["pid"])
     return found
 
 
@@ -40,12 +50,13 @@ def tiny_model() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def no_vllm_left_behind():
+def no_vllm_left_behind(monkeypatch):
     """Every integration test must leave no vLLM process running."""
-    before = vllm_processes()
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(TEST_MARK, mark)
     yield
     deadline = time.monotonic() + 5
-    while (left := vllm_processes() - before) and time.monotonic() < deadline:
+    while (left := vllm_processes(mark)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"vLLM processes left behind: {sorted(left)}"
 

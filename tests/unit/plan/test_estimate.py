@@ -619,3 +619,23 @@ def test_plan_imports_neither_torch_nor_vllm():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_explicit_kv_cache_memory_bytes_sizes_the_cache():
+    """extra_args kv-cache-memory-bytes replaces the utilization / CPU space arithmetic."""
+    from pathlib import Path
+
+    from model_optimizer.plan import estimate
+    from model_optimizer.recipe import load_recipe
+    root = Path(__file__).resolve().parents[3]
+    loaded = load_recipe(root / "recipes" / "tiny-cpu.yaml",
+                         ["engine.extra_args={kv-cache-memory-bytes: 2097152}"])
+    tiny = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+            "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
+    report = estimate(loaded.resolved, tiny)
+    # 2 MiB / (2 x 4 layers x 2 KV heads x 64 dims x 2 bytes = 2048 B/token) = 1024 tokens,
+    # 32 blocks of 32; a 64 + 32 token sequence takes 3 blocks -> 10 sequences
+    assert report.kv_bytes_per_token == 2048
+    assert report.kv_tokens == 1024
+    assert report.max_seqs_no_preemption == 10
