@@ -50,6 +50,11 @@ _RULES: list[tuple[str, list[str], str]] = [
     ], "check model.path: a local model folder (with config.json) or a hub id this "
        "machine can reach"),
     (INVALID_CONFIG, [
+        r"Address already in use",
+        r"\[Errno 98\]",
+    ], "engine.port is taken by another process: pick another port, or 0 to let mopt "
+       "choose a free one"),
+    (INVALID_CONFIG, [
         r"error: unrecognized arguments",
         r"error: argument --",
         r"api_server\.py: error:",

@@ -55,3 +55,10 @@ def test_runtime_death_keeps_oom_evidence():
 def test_runtime_death_by_signal():
     failure = classify_runtime_failure("INFO serving\n", -9)
     assert failure.kind == ENGINE_DIED and "signal 9" in failure.hint
+
+
+def test_port_in_use_gets_its_own_hint():
+    log = ("(APIServer pid=1) ERROR [api_server.py:1] OSError: [Errno 98] error while "
+           "attempting to bind on address ('127.0.0.1', 8000): Address already in use\n")
+    failure = classify_start_failure(log, 1)
+    assert failure.kind == INVALID_CONFIG and "port" in failure.hint
