@@ -139,14 +139,13 @@ def _run_columns(folder: Path) -> dict:
             **_metrics_columns(read_json(folder / "metrics.json"))}
 
 
-def _sweep_columns(folder: Path) -> dict:
+def _search_columns(folder: Path) -> dict:
+    """A sweep or tune: its recipe, and the figures of the revision it wrote."""
     state = read_json(folder / "state.json") or {}
-    summary = read_json(folder / "summary.json") or {}
     given = read_yaml(folder / "recipe.given.yaml") or {}
     written = read_yaml(folder / "recipe.written.yaml")
     validated = (written or {}).get("validated") or {}
-    chosen = (summary.get("chosen") or {}).get("value")
-    figures = (state.get("figures") or {}).get(str(chosen)) if chosen is not None else None
+    figures = validated.get("metrics")
     return {"created_at": state.get("started_at"), "recipe_name": given.get("name"),
             "recipe_revision": (written or given).get("revision", 1),
             "recipe_file": state.get("output") or state.get("recipe_file"),
@@ -185,7 +184,8 @@ def read_entry(folder: Path, root: Path) -> dict:
                 "status": status.get("status") or "incomplete", "pid": status.get("pid"),
                 "updated_at": status.get("updated_at"),
                 "finished_at": status.get("finished_at"), "signature": signature(folder)})
-    reader = {"sweep": _sweep_columns, "rollback": _rollback_columns}.get(kind, _run_columns)
+    reader = {"sweep": _search_columns, "tune": _search_columns,
+              "rollback": _rollback_columns}.get(kind, _run_columns)
     row.update(reader(folder))
     if row["parent"] is None and folder.parent.name == STEPS_DIR:
         row["parent"] = folder.parent.parent.name

@@ -163,10 +163,13 @@ def _status_problems(folder: Path, label: str) -> list[ArchiveProblem]:
             return [ArchiveProblem(label, "status.json", "in_progress",
                                    f"still being written by pid {pid}; wait until it "
                                    "finishes")]
+        kind = status.get("kind")
+        hint = (f"; continue it with `mopt {kind} --resume {folder}`"
+                if kind in ("sweep", "tune") else "")
         return [ArchiveProblem(label, "status.json", "half_written",
                                f"status is still 'running' but its writer (pid {pid}) is "
                                "gone: the process was killed before the archive was "
-                               "finished, so its figures are incomplete")]
+                               f"finished, so its figures are incomplete{hint}")]
     return []
 
 

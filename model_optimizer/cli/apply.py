@@ -21,6 +21,7 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.progress import RunProgress
+from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe
 
@@ -77,20 +78,28 @@ def apply(
     recipe: RecipeArg,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse to run when the installed vLLM or the hardware differs from "
+                         "the recipe's validated block (default: warn).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Launch vLLM from RECIPE, load-test it and archive the run under runs/.
 
-    Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input; 3 the server
-    failed to start; 4 the run completed but missed an SLO; 5 the engine failed during the
-    load; 130 interrupted. The vLLM server is always stopped before mopt exits.
+    Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input (or drift with
+    --strict); 3 the server failed to start; 4 the run completed but missed an SLO; 5 the
+    engine failed during the load; 130 interrupted. The vLLM server is always stopped
+    before mopt exits.
     """
     loaded = load_recipe(recipe, overrides)
+    drift = check_drift(loaded.resolved, strict=strict)
+    for message in drift:
+        err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
     _sigterm_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     progress_console = err_console if as_json else console
     with RunProgress(progress_console, total=total) as progress:
-        outcome = run_recipe(loaded, runs_dir(runs_dir_opt), on_event=progress)
+        outcome = run_recipe(loaded, runs_dir(runs_dir_opt), on_event=progress,
+                             archive_extra={"drift": drift} if drift else None)
     if as_json:
         print_json(outcome.to_dict())
     else:

@@ -1,0 +1,183 @@
+"""`mopt runs`: the table of archived runs and sweeps; `mopt runs show ID`: one of them."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+
+from model_optimizer.archive import index, runs_dir
+from model_optimizer.archive.manifest import writer_alive
+from model_optimizer.archive.report import fmt
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.errors import UsageError
+from model_optimizer.history import archives
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+runs_app = typer.Typer(help="List archived runs and sweeps (newest first); `show` one.",
+                       invoke_without_command=True, no_args_is_help=False,
+                       rich_markup_mode=None)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``2h``, ``3d``, ``30m``, ``1w`` ago, or an ISO date / date-time (UTC if no zone)."""
+    now = now or datetime.now(UTC)
+    match = _DURATION.match(text.strip().lower())
+    if match:
+        return now - timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since {text}: give a duration like 2h, 3d, 30m, 1w or an ISO "
+                         "date like 2026-01-31 (or 2026-01-31T12:00)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _moment(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def shown_status(row: dict) -> str:
+    """The status, with ``running`` told apart from an abandoned (writer gone) archive."""
+    if row["status"] == "running" and not writer_alive(
+            {"pid": row.get("pid"), "updated_at": row.get("updated_at")}):
+        return "abandoned"
+    return row["status"]
+
+
+def select(rows: list[dict], recipe: str | None, status: str | None,
+           since: datetime | None, steps: bool) -> list[dict]:
+    """Filter index rows: recipe name, status (``failed`` matches every ``failed:*``), time."""
+    out = []
+    for row in rows:
+        shown = shown_status(row)
+        if not steps and row.get("parent"):
+            continue
+        if recipe and row.get("recipe_name") != recipe:
+            continue
+        if status and shown != status and not shown.startswith(f"{status}:"):
+            continue
+        created = _moment(row.get("created_at"))
+        if since and (created is None or created < since):
+            continue
+        out.append({**row, "status": shown})
+    return out
+
+
+HEADERS = ("id", "time (UTC)", "kind", "recipe", "rev", "status", "qps", "TTFT p99 ms",
+           "vLLM", "hardware")
+RIGHT = {"rev", "qps", "TTFT p99 ms"}
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The runs as a plain aligned text table (no wrapping: greppable, pipe-friendly)."""
+    cells = [HEADERS] + [
+        (row["id"], (row.get("created_at") or "")[:19].replace("T", " "), row["kind"],
+         row.get("recipe_name") or "-", fmt(row.get("recipe_revision")), row["status"],
+         fmt(row.get("qps"), 2), fmt(row.get("ttft_p99_ms")), row.get("vllm_version") or "-",
+         row.get("hardware") or "-") for row in rows]
+    widths = [max(len(str(line[i])) for line in cells) for i in range(len(HEADERS))]
+    out = []
+    for line in cells:
+        out.append("  ".join(str(value).rjust(width) if name in RIGHT else
+                             str(value).ljust(width)
+                             for name, value, width in zip(HEADERS, line, widths, strict=True))
+                   .rstrip())
+    return out
+
+
+@runs_app.callback()
+@handle_errors
+def runs(
+    ctx: typer.Context,
+    recipe: Annotated[str | None, typer.Option(help="Only runs of this recipe name.")] = None,
+    status: Annotated[str | None, typer.Option(
+        help="Only this status: ok, interrupted, running, abandoned, failed (any failed:*) "
+             "or failed:<class>.")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="Only runs since: a duration (2h, 3d) or an ISO date.")] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Include the step runs of sweeps.")]
+    = False,
+    reindex: Annotated[bool, typer.Option("--reindex", help="Rebuild runs/index.sqlite from "
+                                          "the folders first.")] = False,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List archived runs and sweeps, newest first (`mopt runs show ID` for one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    root = runs_dir(runs_dir_opt)
+    if reindex and root.is_dir():
+        counts = index.refresh(root, full=True)
+        if not as_json:
+            console.print(f"reindexed {root}: {counts['total']} archives", highlight=False)
+    moment = parse_since(since) if since else None
+    rows = select(index.all_rows(root), recipe, status, moment, steps)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print(f"no runs under {root}" + (" matching the filters" if
+                                                  (recipe or status or since) else ""),
+                      highlight=False)
+        return
+    for line in table_lines(rows):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _show_lines(view: archives.ArchiveView) -> list[str]:
+    status = view.status
+    lines = [f"# {view.kind} {view.id}", f"folder: {view.path}",
+             f"status: {view.status_text}  (finished {status.get('finished_at') or '-'})"]
+    run = view.run
+    if view.kind == "rollback":
+        lines += [f"rollback of {run.get('rollback_of')}: {run.get('recipe_file')} revision "
+                  f"{run.get('from_revision')} -> {run.get('to_revision')}"]
+    elif run:
+        versions = run.get("versions") or {}
+        lines += [f"recipe: {run.get('recipe_name')} revision {run.get('recipe_revision')} "
+                  f"from {run.get('recipe_file') or '-'}",
+                  f"overrides: {' '.join(run.get('overrides') or []) or 'none'}",
+                  f"vLLM {versions.get('vllm') or '-'}, hardware "
+                  f"{index.hardware_label_of(run.get('hardware')) or '-'}"]
+    recipe_name = "recipe.written.yaml" if view.kind in ("rollback",) else "recipe.given.yaml"
+    recipe_text = view.text(recipe_name)
+    if recipe_text:
+        lines += ["", f"## Recipe ({recipe_name})", "", recipe_text.rstrip()]
+    report = view.text("report.md")
+    if report:
+        lines += ["", report.rstrip()]
+    return lines
+
+
+@runs_app.command("show")
+@handle_errors
+def show(
+    ref: Annotated[str, typer.Argument(help="Run or sweep id, a unique prefix, or a folder.",
+                                       metavar="ID")],
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print one run's recipe, figures and report (verified against its manifest first)."""
+    view = archives.load(ref, runs_dir(runs_dir_opt))
+    if as_json:
+        print_json({"id": view.id, "kind": view.kind, "path": str(view.path),
+                    "status": view.status, "run": view.run,
+                    "metrics": view.json("metrics.json") or None,
+                    "summary": view.summary or None,
+                    "recipe": view.text("recipe.given.yaml"),
+                    "report": view.text("report.md")})
+        return
+    console.print("\n".join(_show_lines(view)), highlight=False, markup=False,
+                  soft_wrap=True)

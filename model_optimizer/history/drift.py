@@ -1,0 +1,53 @@
+"""Drift: a validated recipe is only validated for the vLLM and the hardware it was measured on.
+
+``mopt apply`` compares the installed vLLM version and the hardware this process sees with
+the recipe's ``validated`` block and warns when they differ; with ``--strict`` the
+difference is an error and nothing is launched. A recipe without a ``validated`` block, or a
+block without the figure in question, has nothing to drift from.
+"""
+
+from __future__ import annotations
+
+from model_optimizer.archive.versions import vllm_version
+from model_optimizer.errors import UsageError
+
+
+class DriftError(UsageError):
+    """``--strict`` and the recipe was validated on another vLLM or other hardware."""
+
+
+def current_hardware() -> str:
+    """The hardware label this process sees (the same words a sweep records)."""
+    from model_optimizer.sweep.loop import hardware_label
+
+    return hardware_label()
+
+
+def drift_messages(resolved: dict, installed_vllm: str | None,
+                   hardware: str | None) -> list[str]:
+    """Each way the machine differs from the recipe's ``validated`` block, in words."""
+    validated = resolved.get("validated") or {}
+    if not validated:
+        return []
+    where = (f"recipe {resolved.get('name')} revision {resolved.get('revision')} was "
+             f"validated (run {validated.get('run_id')})")
+    messages = []
+    expected_vllm = validated.get("vllm_version")
+    if expected_vllm and expected_vllm != installed_vllm:
+        messages.append(f"{where} with vLLM {expected_vllm}; installed here: "
+                        f"{installed_vllm or 'none'}")
+    expected_hw = validated.get("hardware")
+    if expected_hw and hardware and expected_hw != hardware:
+        messages.append(f"{where} on {expected_hw}; this machine: {hardware}")
+    return messages
+
+
+def check_drift(resolved: dict, strict: bool = False) -> list[str]:
+    """Drift messages for ``resolved`` on this machine; raise DriftError when ``strict``."""
+    if not resolved.get("validated"):
+        return []
+    messages = drift_messages(resolved, vllm_version(), current_hardware())
+    if messages and strict:
+        raise DriftError("; ".join(messages) + ". Refusing to run with --strict: re-validate "
+                         "the recipe here (mopt sweep), or run without --strict.")
+    return messages

@@ -1,0 +1,248 @@
+"""``mopt rollback runs/<id>``: make an earlier state the current revision again.
+
+A run's rollback restores the recipe the run *ran*: its ``recipe.given.yaml`` with the
+``--set`` overrides recorded in ``run.json``. A sweep's (or tune's) rollback restores the
+recipe it *wrote* (``recipe.written.yaml``). Either way the target recipe file (``recipe_file``
+of the run, the sweep's output, or ``--recipe``) gets it as a **new** revision, current
+revision + 1, whose ``validated`` block says ``by: rollback`` and ``rollback_of: <id>`` and
+carries the figures, vLLM version and hardware of the restored measurement (``at`` is when
+that measurement finished). History is appended, never rewritten: before the file is
+replaced, a small archive of kind ``rollback`` records ``recipe.replaced.yaml`` (the file
+as it was) and then ``recipe.written.yaml``.
+
+:func:`reverify` (``--apply``) runs the restored revision with the same workload as the
+restored measurement and compares the new figures with the archived ones: QPS and the p50
+latencies must be within a relative tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from model_optimizer.archive import RunArchive, failed_status, utc_now
+from model_optimizer.archive.index import hardware_label_of, runs_root_of
+from model_optimizer.errors import RecipeError, UsageError
+from model_optimizer.history import archives
+from model_optimizer.history.diff import DiffResult, Side, compare, run_side
+from model_optimizer.measure import FIGURE_KEYS
+from model_optimizer.recipe import load_recipe, load_recipe_text
+
+TOLERANCE = 0.15
+CHECKED = ("qps", "ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms")
+
+
+@dataclass
+class Restore:
+    """What a rollback puts back: recipe text, overrides, the validated block, the reference."""
+
+    text: str
+    overrides: list[str]
+    validated: dict
+    default_file: str | None
+    reference: Path | None   # the run archive whose figures are restored (for --apply)
+
+
+@dataclass
+class RollbackResult:
+    """Where the restored revision went and how to find its history."""
+
+    source: str
+    source_kind: str
+    recipe_file: Path
+    previous_revision: int | None
+    revision: int
+    archive: Path
+    reference: Path | None
+    text: str
+    archived_metrics: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON form."""
+        return {"rollback_of": self.source, "source_kind": self.source_kind,
+                "recipe_file": str(self.recipe_file),
+                "previous_revision": self.previous_revision, "revision": self.revision,
+                "archive": str(self.archive),
+                "reference": str(self.reference) if self.reference else None}
+
+
+# ----- what to restore ------------------------------------------------------------------------
+def _numeric(figures: dict) -> dict:
+    return {k: figures.get(k) for k in FIGURE_KEYS
+            if isinstance(figures.get(k), int | float) and not isinstance(figures.get(k), bool)}
+
+
+def _restore_run(view: archives.ArchiveView) -> Restore:
+    if view.kind != "run":
+        raise UsageError(f"{view.path}: a {view.kind} archive holds no recipe to restore; "
+                         "roll back to a run or a sweep")
+    if view.status_text != "ok":
+        raise UsageError(f"{view.path}: this run ended '{view.status_text}', so its recipe "
+                         "was never validated; roll back to a run that finished ok")
+    text = view.text("recipe.given.yaml")
+    if text is None:
+        raise UsageError(f"{view.path}: no recipe.given.yaml in this run")
+    validated = {"at": view.status.get("finished_at") or view.run.get("created_at")
+                 or utc_now(), "run_id": view.id, "by": "rollback", "rollback_of": view.id,
+                 "metrics": _numeric(view.json("metrics.json")),
+                 "vllm_version": (view.run.get("versions") or {}).get("vllm"),
+                 "hardware": hardware_label_of(view.run.get("hardware"))}
+    return Restore(text, list(view.run.get("overrides") or []), validated,
+                   view.run.get("recipe_file") or None, view.path)
+
+
+def _restore_search(view: archives.ArchiveView) -> Restore:
+    text = view.text("recipe.written.yaml")
+    if text is None:
+        raise UsageError(f"{view.path}: this {view.kind} wrote no recipe revision "
+                         f"({view.status_text}); roll back to one of its step runs under "
+                         f"{view.path / 'steps'} instead")
+    written = yaml.safe_load(text) or {}
+    validated = {**(written.get("validated") or {}), "run_id": view.id, "by": "rollback",
+                 "rollback_of": view.id}
+    validated.setdefault("at", view.status.get("finished_at") or utc_now())
+    return Restore(text, [], validated, view.state.get("output") or
+                   view.state.get("recipe_file"), archives.chosen_step(view))
+
+
+def _current(target: Path) -> tuple[str | None, int | None]:
+    """The target file's text and revision (None, None when it does not exist)."""
+    if not target.is_file():
+        return None, None
+    text = target.read_text(encoding="utf-8")
+    try:
+        return text, load_recipe(target).resolved["revision"]
+    except RecipeError:
+        document = yaml.safe_load(text) if text.strip() else None
+        revision = document.get("revision", 1) if isinstance(document, dict) else None
+        if not isinstance(revision, int):
+            raise UsageError(f"{target}: cannot tell this file's revision; fix it or roll "
+                             "back into another file with --recipe") from None
+        return text, revision
+
+
+# ----- the rollback ----------------------------------------------------------------------------
+def rollback(ref: str | Path, runs_base: str | Path,
+             recipe_file: str | Path | None = None) -> RollbackResult:
+    """Restore the recipe of run or sweep ``ref`` as a new revision of its recipe file."""
+    view = archives.load(ref, runs_base)
+    restore = _restore_search(view) if view.kind in ("sweep", "tune") else _restore_run(view)
+    target_name = str(recipe_file or restore.default_file or "")
+    if not target_name:
+        raise UsageError(f"{view.path}: the archive does not name its recipe file; give "
+                         "--recipe FILE")
+    target = Path(target_name)
+    if recipe_file is None and not target.is_file():
+        raise UsageError(f"{view.path} was made from {target}, which does not exist here "
+                         "(a relative path is relative to where mopt ran); give the recipe "
+                         "file to roll back with --recipe FILE")
+    current_text, current_revision = _current(target)
+    base = load_recipe_text(restore.text, str(target), restore.overrides)
+    base_revision = current_revision if current_revision is not None else \
+        base.resolved["revision"]
+    loaded = load_recipe_text(restore.text, str(target),
+                              restore.overrides + [f"revision={base_revision}"])
+    archive = _open_rollback_archive(view, loaded.name, target, current_text,
+                                     current_revision, base_revision + 1)
+    text = _write(archive, loaded, restore.validated, target)
+    return RollbackResult(view.id, view.kind, target, current_revision, base_revision + 1,
+                          archive.path, restore.reference, text,
+                          dict(restore.validated.get("metrics") or {}))
+
+
+def _open_rollback_archive(view: archives.ArchiveView, name: str, target: Path,
+                           current_text: str | None, current_revision: int | None,
+                           revision: int) -> RunArchive:
+    archive = RunArchive.create(runs_root_of(view.path), f"{name}-rollback", kind="rollback")
+    archive.write_json("run.json", {
+        "id": archive.id, "created_at": utc_now(), "kind": "rollback", "recipe_name": name,
+        "recipe_file": str(target), "rollback_of": view.id, "source_kind": view.kind,
+        "source_path": str(view.path), "from_revision": current_revision,
+        "to_revision": revision})
+    if current_text is not None:
+        archive.write_text("recipe.replaced.yaml", current_text)
+    return archive
+
+
+def _write(archive: RunArchive, loaded, validated: dict, target: Path) -> str:
+    from model_optimizer.recipe.writer import write_revision
+
+    try:
+        text = write_revision(loaded, {}, validated, target)
+    except BaseException as exc:
+        archive.set_status(failed_status("not_written"), phase="finished",
+                           finished_at=utc_now(), error=str(exc))
+        archive.close()
+        raise
+    archive.write_text("recipe.written.yaml", text)
+    archive.set_status("ok", phase="finished", finished_at=utc_now())
+    archive.close()
+    return text
+
+
+# ----- --apply: run it again and compare --------------------------------------------------------
+@dataclass
+class Verification:
+    """The relaunch of a restored revision, compared with the archived figures."""
+
+    outcome: object
+    diff: DiffResult
+    tolerance: float
+    checks: list[dict] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """The run finished ok and every checked figure is within the tolerance."""
+        return bool(getattr(self.outcome, "ok", False)) and bool(self.checks) and all(
+            c["ok"] for c in self.checks)
+
+    def to_dict(self) -> dict:
+        """JSON form."""
+        return {"passed": self.passed, "tolerance": self.tolerance, "checks": self.checks,
+                "run": self.outcome.to_dict(), "diff": self.diff.to_dict()}
+
+
+def tolerance_checks(archived: dict, measured: dict, tolerance: float) -> list[dict]:
+    """Relative difference of each checked figure against ``tolerance``: to the archived
+    value, or to the measured one when the archived value is 0 (so at most 100% then)."""
+    checks = []
+    for key in CHECKED:
+        old, new = archived.get(key), measured.get(key)
+        if old is None or new is None:
+            continue
+        scale = abs(old) or abs(new)
+        relative = abs(new - old) / scale if scale else 0.0
+        checks.append({"metric": key, "archived": old, "measured": new,
+                       "relative_difference": relative, "ok": relative <= tolerance})
+    return checks
+
+
+def reverify(result: RollbackResult, tolerance: float = TOLERANCE,
+             on_event=None) -> Verification:
+    """Run the restored revision and compare its figures with the archived ones.
+
+    With a reference run (a run, or the run that measured a sweep's chosen value) the
+    relaunch uses that run's workload and the diff judges every figure; otherwise (a tune)
+    the recipe's own workload is run and compared with its ``validated.metrics``.
+    """
+    from model_optimizer.runner import run_recipe
+
+    reference = archives.open_archive(result.reference) if result.reference else None
+    loaded = load_recipe(result.recipe_file)
+    outcome = run_recipe(loaded, runs_root_of(result.archive), on_event=on_event,
+                         workload_override=(reference.run.get("workload") or None)
+                         if reference else None,
+                         archive_extra={"rollback_of": result.source,
+                                        "reverifies": result.archive.name})
+    new_side = run_side(archives.open_archive(outcome.archive), str(outcome.archive))
+    if reference is not None:
+        old_side = run_side(reference, str(reference.path))
+        archived = reference.json("metrics.json")
+    else:
+        old_side = Side(f"{result.source} (validated figures)", result.source_kind,
+                        new_side.recipe)
+        archived = result.archived_metrics
+    checks = tolerance_checks(archived, outcome.metrics, tolerance)
+    return Verification(outcome, compare(old_side, new_side), tolerance, checks)

@@ -1,0 +1,130 @@
+"""The run index: registered when archives are sealed, refreshed from the folders when
+stale, rebuilt when missing or broken, consistent under concurrent writers."""
+
+import json
+import multiprocessing
+import shutil
+import sqlite3
+
+import pytest
+
+from model_optimizer.archive import RunArchive, index
+
+from .fakes import make_run, tiny_recipe
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    return tiny_recipe(tmp_path)
+
+
+def ids(root):
+    return {row["id"] for row in index.all_rows(root)}
+
+
+def test_sealing_registers_the_run_with_its_figures(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    folder = make_run(runs, recipe, ["engine.max_num_seqs=4"])
+    assert (runs / index.INDEX_NAME).is_file()
+    [row] = index.all_rows(runs, refresh_first=False)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert row["id"] == folder.name and row["path"] == folder.name
+    assert row["kind"] == "run" and row["status"] == "ok"
+    assert row["recipe_name"] == "tiny-cpu" and row["recipe_revision"] == 1
+    assert row["qps"] == pytest.approx(metrics["qps"])
+    assert row["ttft_p99_ms"] == pytest.approx(metrics["ttft_p99_ms"])
+    assert row["vllm_version"] == "0.32.0" and row["hardware"] == "Test CPU 9000"
+    assert len(row["recipe_hash"]) == 16 and row["parent"] is None
+
+
+def test_config_hash_ignores_bookkeeping_only():
+    base = {"name": "a", "revision": 1, "engine": {"max_num_seqs": 4}}
+    assert index.config_hash(base) == index.config_hash(
+        {**base, "name": "b", "revision": 7, "validated": {"run_id": "x"}})
+    assert index.config_hash(base) != index.config_hash({**base, "engine": {"max_num_seqs": 8}})
+
+
+def test_steps_are_indexed_under_their_sweep(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    sweep = RunArchive.create(runs, "tiny-sweep", kind="sweep")
+    step = make_run(sweep.path / "steps", recipe)
+    sweep.set_status("ok")
+    sweep.close()
+    assert index.runs_root_of(step) == runs.resolve()
+    rows = {row["id"]: row for row in index.all_rows(runs)}
+    assert rows[step.name]["parent"] == sweep.id
+    assert rows[step.name]["path"] == f"{sweep.id}/steps/{step.name}"
+    assert rows[sweep.id]["kind"] == "sweep"
+
+
+def test_refresh_follows_added_changed_and_removed_folders(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    first, second = make_run(runs, recipe), make_run(runs, recipe, seed=1)
+    copy = runs / (first.name[:-6] + "c0ffee")
+    shutil.copytree(first, copy)  # appears without being registered
+    assert ids(runs) == {first.name, second.name, copy.name}
+    shutil.rmtree(second)
+    status = json.loads((first / "status.json").read_text())
+    status["status"] = "interrupted"
+    (first / "status.json").write_text(json.dumps(status))
+    counts = index.refresh(runs)
+    assert counts == {"added": 0, "updated": 1, "removed": 1, "total": 2}
+    rows = {row["id"]: row for row in index.all_rows(runs)}
+    assert set(rows) == {first.name, copy.name} and rows[first.name]["status"] == "interrupted"
+    assert index.refresh(runs) == {"added": 0, "updated": 0, "removed": 0, "total": 2}
+
+
+def test_missing_or_corrupt_index_is_rebuilt(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    made = {make_run(runs, recipe).name, make_run(runs, recipe, seed=1).name}
+    for suffix in ("", "-wal", "-shm"):
+        (runs / (index.INDEX_NAME + suffix)).unlink(missing_ok=True)
+    assert ids(runs) == made
+    (runs / index.INDEX_NAME).write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (runs / (index.INDEX_NAME + suffix)).unlink(missing_ok=True)
+    assert ids(runs) == made
+    assert index.refresh(runs, full=True)["added"] == 2
+
+
+def test_folder_without_status_is_listed_as_incomplete(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    (runs / "20260101T000000Z-broken-abcdef").mkdir()
+    rows = {row["id"]: row for row in index.all_rows(runs)}
+    assert rows["20260101T000000Z-broken-abcdef"]["status"] == "incomplete"
+    assert rows["20260101T000000Z-broken-abcdef"]["created_at"] == "2026-01-01T00:00:00Z"
+
+
+def test_find_by_id_prefix_and_suffix(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    folder = make_run(runs, recipe)
+    make_run(runs, recipe, seed=1)
+    assert [r["id"] for r in index.find(runs, folder.name)] == [folder.name]
+    assert [r["id"] for r in index.find(runs, folder.name.rsplit("-", 1)[1])] == [folder.name]
+    assert len(index.find(runs, folder.name[:8])) == 2
+    assert index.find(runs, "nothing-like-it") == []
+
+
+def _writer(runs: str, recipe: str, count: int) -> None:
+    for seed in range(count):
+        make_run(runs, recipe, seed=seed, count=12)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path, recipe):
+    runs = tmp_path / "runs"
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_writer, args=(str(runs), str(recipe), 5))
+               for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    folders = {p.name for p in runs.iterdir() if p.is_dir()}
+    assert len(folders) == 20
+    conn = sqlite3.connect(runs / index.INDEX_NAME)
+    registered = {row[0] for row in conn.execute("SELECT id FROM runs")}
+    conn.close()
+    assert registered == folders  # every seal registered, before any refresh
+    assert conn is not None and index.refresh(runs)["updated"] == 0
