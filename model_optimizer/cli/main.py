@@ -7,10 +7,14 @@ import typer
 from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
+from model_optimizer.cli.diff import diff
 from model_optimizer.cli.plan import plan
+from model_optimizer.cli.rollback import rollback
+from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
 from model_optimizer.cli.sweep import sweep
 from model_optimizer.cli.tiny_model import tiny_model
+from model_optimizer.cli.tune import tune
 from model_optimizer.cli.validate import validate
 
 app = typer.Typer(
@@ -27,7 +31,11 @@ app.command()(plan)
 app.command()(apply)
 app.command()(bench)
 app.command()(sweep)
+app.command()(tune)
 app.command("tiny-model")(tiny_model)
+app.add_typer(runs_app, name="runs")
+app.command()(diff)
+app.command()(rollback)
 
 
 def _version(value: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from model_optimizer.archive.redact import is_reference, is_secret_name
 from model_optimizer.errors import Diagnostic
+from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.vllm_flags import KNOWN_FLAGS
 from model_optimizer.recipe.yamlsource import SourceMap
@@ -36,7 +37,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _parallel_rule, _secret_rule):
+                 _sweep_rules, _tune_rules, _parallel_rule, _secret_rule):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -136,6 +137,113 @@ def _sweep_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         out.append(smap.diagnostic(("sweep", "max"), f"sweep.max ({maximum}) is below "
                                    f"sweep.start ({start})", "swap them or raise max"))
     return out
+
+
+def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Each knob of ``tune.params`` must be one mopt can set, with a range optuna can search."""
+    tune, out = recipe["tune"], []
+    on_cpu = recipe["hardware"]["accelerator"] == "cpu"
+    for name, spec in tune["params"].items():
+        path = ("tune", "params", name)
+        try:
+            problems = _tune_param_problems(name, spec, on_cpu, tune["sampler"])
+        except (KeyError, TypeError, AttributeError, ValueError):
+            continue  # malformed spec: the schema has reported it
+        out.extend(smap.diagnostic(path + tuple(where), message, hint, prefer_key=not where)
+                   for where, message, hint in problems)
+    return out
+
+
+_Problem = tuple[tuple, str, str]
+
+
+def _tune_param_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> list[_Problem]:
+    """(sub-path, message, hint) for everything wrong with one tuned knob."""
+    knobs = NUMERIC_KNOBS + CATEGORICAL_KNOBS
+    if name not in knobs:
+        hint = did_you_mean(name, list(knobs)) or f"choose from {', '.join(knobs)}"
+        return [((), f"'{name}' is not an engine knob mopt can tune", hint)]
+    if spec["type"] == "categorical":
+        return _tune_choices_problems(name, spec, on_cpu)
+    return _tune_range_problems(name, spec, on_cpu, sampler)
+
+
+def _tune_choices_problems(name: str, spec: dict, on_cpu: bool) -> list[_Problem]:
+    if any(spec.get(key) is not None for key in ("low", "high", "step")):
+        return [((), f"'{name}' is categorical here: it takes choices, not low/high/step",
+                 "drop low/high/step, or use type: int with low and high")]
+    choices = spec.get("choices")
+    if not choices:
+        return [((), f"'{name}' is categorical and needs choices",
+                 f"e.g. choices: {_example_choices(name)}")]
+    wrong = [c for c in choices if not _valid_choice(name, c, on_cpu)]
+    if not wrong:
+        return []
+    return [(("choices",), f"{', '.join(map(repr, wrong))}: not valid for engine.{name}"
+             + (" on the CPU engine (multiples of 32 only)" if name == "block_size" and on_cpu
+                else ""), f"e.g. choices: {_example_choices(name)}")]
+
+
+def _valid_choice(name: str, value: object, on_cpu: bool) -> bool:
+    if name in ("enable_prefix_caching", "enforce_eager"):
+        return isinstance(value, bool)
+    if name == "kv_cache_dtype":
+        return value in (subschema(("engine", "kv_cache_dtype")) or {}).get("enum", [])
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return False
+    if name == "gpu_memory_utilization":
+        return value <= 1
+    if not float(value).is_integer():
+        return False
+    return not (name == "block_size" and on_cpu and int(value) % 32)
+
+
+def _tune_range_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> list[_Problem]:
+    kind, low, high, step = spec["type"], spec.get("low"), spec.get("high"), spec.get("step")
+    if name in CATEGORICAL_KNOBS:
+        return [(("type",), f"'{name}' is categorical", "use type: categorical with "
+                 f"choices: {_example_choices(name)}")]
+    if spec.get("choices") is not None:
+        return [(("choices",), f"type {kind} takes low and high, not choices",
+                 "use type: categorical to list values")]
+    if low is None or high is None:
+        return [((), f"type {kind} needs low and high", "e.g. low: 1, high: 64")]
+    out: list[_Problem] = []
+    if low >= high:
+        out.append((("high",), f"high ({high}) must be above low ({low})", "swap them"))
+    integer = name != "gpu_memory_utilization"
+    if integer and kind.startswith("float"):
+        out.append((("type",), f"engine.{name} takes integers", "use int or int_log"))
+    if not integer and kind.startswith("int"):
+        out.append((("type",), f"engine.{name} is a fraction", "use float"))
+    if kind.startswith("int") and not all(float(v).is_integer() for v in (low, high, step or 1)):
+        out.append(((), f"type {kind} needs whole low, high and step", "drop the decimals"))
+    out.extend(_tune_scale_problems(name, kind, low, step, sampler))
+    if name == "gpu_memory_utilization" and not (low > 0 and high <= 1):
+        out.append(((), "gpu_memory_utilization is a fraction in (0, 1]", "e.g. 0.8 to 0.95"))
+    if name == "block_size" and on_cpu and (kind == "int_log" or low % 32 or (step or 1) % 32):
+        out.append(((), "the CPU engine needs block_size in multiples of 32",
+                    "use type: int with low a multiple of 32 and step: 32, or type: "
+                    "categorical with choices: [32, 64, 128]"))
+    return out
+
+
+def _tune_scale_problems(name: str, kind: str, low: float, step, sampler: str) -> list[_Problem]:
+    out: list[_Problem] = []
+    if kind.endswith("_log") and low <= 0:
+        out.append((("low",), f"a log scale needs low > 0, got {low}", "start at 1"))
+    if kind.endswith("_log") and step is not None:
+        out.append((("step",), "a log scale takes no step", f"use type: {kind[:-4]} for a step"))
+    if sampler == "grid" and kind.startswith("float") and (step is None or kind == "float_log"):
+        out.append(((), f"sampler grid needs a finite set of values for {name}",
+                    "use type: float with a step, or categorical choices"))
+    return out
+
+
+def _example_choices(name: str) -> str:
+    return {"kv_cache_dtype": "[auto, fp8]", "block_size": "[32, 64, 128]",
+            "gpu_memory_utilization": "[0.8, 0.9]"}.get(
+        name, "[false, true]" if name in CATEGORICAL_KNOBS else "[8, 16, 32]")
 
 
 def _example_values(param: str) -> str:

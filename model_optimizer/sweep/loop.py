@@ -21,15 +21,17 @@ from model_optimizer.archive import (
     failed_status,
     utc_now,
 )
-from model_optimizer.archive.versions import vllm_version
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
-from model_optimizer.measure import FIGURE_KEYS, measure_configuration, step_figures, variant
+from model_optimizer.measure import measure_configuration, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
-from model_optimizer.recipe.render import model_location
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
-from model_optimizer.recipe.writer import write_revision
 from model_optimizer.runner import RunOutcome, run_recipe
+from model_optimizer.search import (  # noqa: F401 - hardware_label: shared, re-exported
+    default_model_config,
+    hardware_label,
+    write_validated_revision,
+)
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.strategy import (
     Point,
@@ -38,7 +40,6 @@ from model_optimizer.sweep.strategy import (
     fallback_candidates,
     next_value,
 )
-from model_optimizer.telemetry import hardware_seen
 
 EventCallback = Callable[[str, dict], None]
 FLOAT_KNOBS = {"gpu_memory_utilization"}
@@ -280,17 +281,9 @@ class SweepRunner:
         return result
 
     def _write(self, chosen: Point, figures: dict, confirmation: dict) -> Path:
-        output = Path(self.state.output)
-        validated = {
-            "at": utc_now(), "run_id": self.archive.id, "by": "sweep",
-            "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
-            "vllm_version": vllm_version(), "hardware": hardware_label(),
-        }
-        self.archive.write_text("recipe.previous.yaml", self.loaded.source_text)
-        text = write_revision(self.loaded, {("engine", self.state.config.param): chosen.value},
-                              validated, output)
-        self.archive.write_text("recipe.written.yaml", text)
-        return output
+        return write_validated_revision(
+            self.archive, self.loaded, {("engine", self.state.config.param): chosen.value},
+            figures, by="sweep", output=Path(self.state.output))
 
 
 def _unique(points: list[Point]) -> list[Point]:
@@ -324,23 +317,6 @@ def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
             and not metrics.get("slo_met"):
         problems.append("SLOs broken: " + "; ".join(metrics.get("slo_violations") or []))
     return problems
-
-
-def hardware_label() -> str:
-    """A short name of the hardware this process sees (GPU name or CPU model)."""
-    seen = hardware_seen()
-    gpus = seen.get("gpus") or []
-    if gpus:
-        return f"{len(gpus)}x {gpus[0].get('name')}"
-    return str(seen.get("cpu_model") or "cpu")
-
-
-def default_model_config(loaded: LoadedRecipe, explicit: Path | None) -> str | None:
-    """Model config for the planner: explicit, else the local model folder's, else None."""
-    if explicit is not None:
-        return str(explicit)
-    candidate = Path(model_location(loaded.resolved, loaded.base_dir)) / "config.json"
-    return str(candidate) if candidate.is_file() else None
 
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,

@@ -85,7 +85,7 @@ def test_interrupt_then_resume_equals_uninterrupted(recipe, tmp_path):
     first = FakeMeasure(interrupt_at=4)
     with pytest.raises(KeyboardInterrupt):
         sweep_once(recipe, tmp_path / "runs", first, tmp_path / "out.yaml")
-    [sweep_dir] = list((tmp_path / "runs").iterdir())
+    [sweep_dir] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]  # + index files
     status = json.loads((sweep_dir / "status.json").read_text())
     assert status["status"] == "interrupted" and "--resume" in status["resume"]
     assert not (tmp_path / "out.yaml").exists()

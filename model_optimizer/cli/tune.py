@@ -1,0 +1,159 @@
+"""`mopt tune`: search several engine knobs at once with optuna under the recipe's SLOs; one
+machine, or several workers on one study in PostgreSQL; write the best feasible revision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.archive.report import fmt
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import (
+    JsonOption,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import UsageError
+from model_optimizer.recipe import load_recipe
+
+STORAGE_ENV = "MOPT_TUNE_STORAGE"
+
+
+class TuneProgress(RunProgress):
+    """Run progress plus the tune's own events: which trial, which configuration, verdict."""
+
+    tune_path: str | None = None
+
+    def __call__(self, phase: str, data: dict) -> None:
+        if phase == "archive":
+            if self.tune_path is None:
+                self.tune_path = data["path"]
+                resumed = data.get("resumed")
+                note = f" (resuming: {resumed} trials ran here)" if resumed is not None else ""
+                self._log(f"tune archive: {data['path']}{note}")
+                self._log(f"study: {data['study']} in {data['storage']}")
+            return
+        handler = getattr(self, f"_on_{phase}", None)
+        if handler is not None:
+            handler(data)
+        else:
+            super().__call__(phase, data)
+
+    def _on_seeded(self, data: dict) -> None:
+        self._log(f"enqueued {data['count']} trial(s) first: " + "; ".join(
+            f"{s['seed']} {s['params']}" for s in data["seeds"]))
+
+    def _on_trial(self, data: dict) -> None:
+        seed = f", seed: {data['seed']}" if data.get("seed") else ""
+        self._log(f"trial {data['number']} ({data['finished']} of {data['budget']} finished"
+                  f"{seed}): {data['params']}")
+
+    def _on_trial_done(self, data: dict) -> None:
+        if data.get("duplicate_of") is not None:
+            self._log(f"  -> same configuration as trial {data['duplicate_of']}: result "
+                      "copied, nothing launched")
+            return
+        status = data["status"]
+        if status == "skipped":
+            self._log(f"  -> pruned without a launch ({data['failure_kind']}): {data['reason']}")
+        elif status == "failed":
+            self._log(f"  -> failed ({data['failure_kind']}), infeasible: {data['reason']}")
+        else:
+            verdict = "feasible" if data["feasible"] else "infeasible (SLO)"
+            self._log(f"  -> objective {fmt(data['values'][0], 2)}, {verdict}")
+
+    def _on_finished(self, data: dict) -> None:
+        return
+
+
+@handle_errors
+def tune(
+    recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML file (not with --resume).",
+                                                  show_default=False, metavar="RECIPE")] = None,
+    n_trials: Annotated[int | None, typer.Option(
+        "--n-trials", min=1, help="Trial budget of the study, all workers together (default: "
+        "the recipe's tune.n_trials).")] = None,
+    max_minutes: Annotated[float | None, typer.Option(
+        "--max-minutes", help="This worker starts no trial after this many minutes.")] = None,
+    sampler: Annotated[str | None, typer.Option(help="tpe, random or grid (default: the "
+                                                "recipe's tune.sampler).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed.")] = None,
+    storage: Annotated[str | None, typer.Option(
+        envvar=STORAGE_ENV, show_envvar=True,
+        help="Study storage shared by workers, e.g. postgresql://user:pass@host/db (default: "
+             "SQLite inside the tune archive).")] = None,
+    study_name: Annotated[str | None, typer.Option(
+        "--study-name", help="Name of the shared study (the same on every worker).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
+                                                "over RECIPE.")] = None,
+    model_config: Annotated[Path | None, typer.Option(
+        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
+    = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the tune in this runs/ folder "
+                                                "(with --n-trials: extend it).")] = None,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Tune several engine knobs at once (the recipe's tune.params) with optuna: maximize the
+    objective with the SLOs as constraints, prune what the planner rules out, keep failed
+    launches as infeasible trials, and write the best feasible trial as a new revision.
+
+    Workers: run the same command with --storage postgresql://... --study-name NAME on
+    several machines; they share the budget and each archives the trials it ran.
+
+    Exit codes: 0 a revision was written (or other workers still run: the last one writes
+    it); 2 bad input; 4 no feasible trial; 130 interrupted (continue with --resume).
+    """
+    from model_optimizer.cli.apply import _sigterm_as_interrupt
+
+    _sigterm_as_interrupt()
+    progress = TuneProgress(err_console if as_json else console)
+    flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
+             "seed": seed}
+    try:
+        with progress:
+            outcome = _run(recipe, resume, overrides, progress, runs_dir_opt, output,
+                           model_config, storage, study_name, flags)
+    except KeyboardInterrupt:
+        if progress.tune_path:
+            err_console.print(f"interrupted; continue with: mopt tune --resume "
+                              f"{progress.tune_path}", highlight=False)
+        raise
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        console.print(f"\n{outcome.reason}", highlight=False)
+        if outcome.written:
+            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
+                          highlight=False)
+        console.print(f"tune archive: {outcome.archive} (report.md, trials.csv, study.db, "
+                      "history.png, pareto.png)", highlight=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, storage,
+         study_name, flags):
+    from model_optimizer.tune.loop import resume_tune, start_tune
+
+    if resume is not None:
+        if recipe is not None or overrides or any(
+                flags[k] is not None for k in ("max_minutes", "sampler", "seed")):
+            raise UsageError("--resume continues a tune with its archived recipe and "
+                             "settings; give no RECIPE, --set, --sampler, --seed or "
+                             "--max-minutes with it (--n-trials extends the budget)")
+        return resume_tune(resume, storage=storage, n_trials=flags["n_trials"],
+                           on_event=progress)
+    if recipe is None:
+        raise UsageError("give a RECIPE to tune, or --resume runs/<tune id>")
+    loaded = load_recipe(recipe, overrides)
+    return start_tune(loaded, runs_dir(runs_dir_opt), flags=flags, storage=storage,
+                      study_name=study_name, output=output, model_config=model_config,
+                      on_event=progress)

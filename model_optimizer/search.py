@@ -1,0 +1,48 @@
+"""Pieces shared by the search commands (``sweep``, ``tune``): the hardware label, the model
+config the planner reads, and writing the chosen configuration as a validated recipe revision.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from model_optimizer.archive import RunArchive, utc_now
+from model_optimizer.archive.versions import vllm_version
+from model_optimizer.measure import FIGURE_KEYS
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe.render import model_location
+from model_optimizer.recipe.writer import write_revision
+from model_optimizer.telemetry import hardware_seen
+
+
+def hardware_label() -> str:
+    """A short name of the hardware this process sees (GPU name or CPU model)."""
+    seen = hardware_seen()
+    gpus = seen.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)}x {gpus[0].get('name')}"
+    return str(seen.get("cpu_model") or "cpu")
+
+
+def default_model_config(loaded: LoadedRecipe, explicit: Path | None) -> str | None:
+    """Model config for the planner: explicit, else the local model folder's, else None."""
+    if explicit is not None:
+        return str(explicit)
+    candidate = Path(model_location(loaded.resolved, loaded.base_dir)) / "config.json"
+    return str(candidate) if candidate.is_file() else None
+
+
+def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes: dict,
+                             figures: dict, *, by: str, output: Path,
+                             hardware: str | None = None) -> Path:
+    """Write ``loaded`` with ``changes`` as its next revision to ``output``, validated by the
+    search archived in ``archive`` (which keeps the previous and the written text)."""
+    validated = {
+        "at": utc_now(), "run_id": archive.id, "by": by,
+        "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
+        "vllm_version": vllm_version(), "hardware": hardware or hardware_label(),
+    }
+    archive.write_text("recipe.previous.yaml", loaded.source_text)
+    text = write_revision(loaded, changes, validated, output)
+    archive.write_text("recipe.written.yaml", text)
+    return output

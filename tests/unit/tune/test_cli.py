@@ -1,0 +1,48 @@
+"""`mopt tune` through typer's runner: help and the usage errors (no vLLM needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from model_optimizer.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = str(ROOT / "recipes" / "tiny-cpu.yaml")
+runner = CliRunner()
+
+
+def invoke(*args, env=None):
+    return runner.invoke(app, list(args), env=env)
+
+
+def test_help_names_the_storage_and_resume():
+    result = invoke("tune", "--help")
+    assert result.exit_code == 0
+    for flag in ("--storage", "--study-name", "--resume", "--n-trials", "MOPT_TUNE_STORAGE"):
+        assert flag in result.output
+
+
+def test_usage_errors_exit_2(tmp_path):
+    runs = str(tmp_path / "runs")
+    cases = [
+        (("tune",), "give a RECIPE"),
+        (("tune", TINY, "--storage", "sqlite:///x.db", "--runs-dir", runs), "--study-name"),
+        (("tune", TINY, "--resume", runs), "--resume continues"),
+        (("tune", "--resume", runs), "not a resumable tune"),
+        (("tune", TINY, "--sampler", "annealing", "--runs-dir", runs), "--sampler"),
+        (("tune", TINY, "--set", "tune.params.max_num_seqs.low=0", "--runs-dir", runs),
+         "log scale"),
+    ]
+    for args, expected in cases:
+        result = invoke(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in result.output, (args, result.output)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_storage_from_the_environment_needs_a_study_name(tmp_path):
+    result = invoke("tune", TINY, "--runs-dir", str(tmp_path),
+                    env={"MOPT_TUNE_STORAGE": "sqlite:///shared.db"})
+    assert result.exit_code == 2 and "--study-name" in result.output
