@@ -64,3 +64,31 @@ class RunProgress:
         if kv is not None:
             parts.append(f"KV {kv * 100:.0f}%")
         return " | ".join(parts)
+
+
+class SearchProgress(RunProgress):
+    """Progress of a search (sweep, tune): its archive once, then ``_on_<phase>`` handlers.
+
+    The first ``archive`` event names the search's own folder; the nested run archives that
+    follow are not announced. Phases without a handler fall back to the run display.
+    """
+
+    noun = "search"
+    search_path: str | None = None
+
+    def __call__(self, phase: str, data: dict) -> None:
+        if phase == "archive":
+            if self.search_path is None:
+                self.search_path = data["path"]
+                self._announce(data)
+            return
+        handler = getattr(self, f"_on_{phase}", None)
+        if handler is not None:
+            handler(data)
+        else:
+            super().__call__(phase, data)
+
+    def _announce(self, data: dict) -> None:
+        resumed = data.get("resumed")
+        note = f" (resuming: {resumed} already done)" if resumed is not None else ""
+        self._log(f"{self.noun} archive: {data['path']}{note}")

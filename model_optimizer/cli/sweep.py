@@ -19,29 +19,15 @@ from model_optimizer.cli.common import (
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.progress import SearchProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
 
 
-class SweepProgress(RunProgress):
-    """Run progress plus the sweep's own events: which step, which value, and why."""
+class SweepProgress(SearchProgress):
+    """Search progress plus the sweep's own events: which step, which value, and why."""
 
-    sweep_path: str | None = None
-
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "archive":
-            if self.sweep_path is None:
-                self.sweep_path = data["path"]
-                resumed = data.get("resumed")
-                note = f" (resuming: {resumed} steps already done)" if resumed is not None else ""
-                self._log(f"sweep archive: {data['path']}{note}")
-            return
-        handler = getattr(self, f"_on_{phase}", None)
-        if handler is not None:
-            handler(data)
-        else:
-            super().__call__(phase, data)
+    noun = "sweep"
 
     def _on_step(self, data: dict) -> None:
         self._log(f"step {data['index']}: {data['value']} ({data['reason']})")
@@ -111,9 +97,9 @@ def sweep(
                                           "step": step, "max": max_value,
                                           "values": _values(values)})
     except KeyboardInterrupt:
-        if progress.sweep_path:
+        if progress.search_path:
             err_console.print(f"interrupted; continue with: mopt sweep --resume "
-                              f"{progress.sweep_path}", highlight=False)
+                              f"{progress.search_path}", highlight=False)
         raise
     if as_json:
         print_json(outcome.to_dict())

@@ -19,32 +19,21 @@ from model_optimizer.cli.common import (
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.progress import SearchProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
 
 STORAGE_ENV = "MOPT_TUNE_STORAGE"
 
 
-class TuneProgress(RunProgress):
-    """Run progress plus the tune's own events: which trial, which configuration, verdict."""
+class TuneProgress(SearchProgress):
+    """Search progress plus the tune's own events: which trial, which configuration, verdict."""
 
-    tune_path: str | None = None
+    noun = "tune"
 
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "archive":
-            if self.tune_path is None:
-                self.tune_path = data["path"]
-                resumed = data.get("resumed")
-                note = f" (resuming: {resumed} trials ran here)" if resumed is not None else ""
-                self._log(f"tune archive: {data['path']}{note}")
-                self._log(f"study: {data['study']} in {data['storage']}")
-            return
-        handler = getattr(self, f"_on_{phase}", None)
-        if handler is not None:
-            handler(data)
-        else:
-            super().__call__(phase, data)
+    def _announce(self, data: dict) -> None:
+        super()._announce(data)
+        self._log(f"study: {data['study']} in {data['storage']}")
 
     def _on_seeded(self, data: dict) -> None:
         self._log(f"enqueued {data['count']} trial(s) first: " + "; ".join(
@@ -123,9 +112,9 @@ def tune(
             outcome = _run(recipe, resume, overrides, progress, runs_dir_opt, output,
                            model_config, storage, study_name, flags)
     except KeyboardInterrupt:
-        if progress.tune_path:
+        if progress.search_path:
             err_console.print(f"interrupted; continue with: mopt tune --resume "
-                              f"{progress.tune_path}", highlight=False)
+                              f"{progress.search_path}", highlight=False)
         raise
     if as_json:
         print_json(outcome.to_dict())
