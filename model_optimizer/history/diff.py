@@ -42,6 +42,7 @@ class Side:
     metrics: dict | None = None
     requests: list[dict] | None = None
     note: str = ""
+    environment: dict | None = None  # vLLM version and hardware the run saw (runs only)
 
     @property
     def concurrency(self) -> int:
@@ -176,7 +177,17 @@ def run_side(view: archives.ArchiveView, label: str, kind: str | None = None) ->
     """A measured run as a side: effective recipe, metrics.json, measured requests."""
     metrics = {**view.json("metrics.json"), "_status": view.status_text}
     return Side(label, kind or view.kind, archives.effective_recipe(view), metrics,
-                view.requests())
+                view.requests(), environment=_environment(view.run))
+
+
+def _environment(run: dict) -> dict | None:
+    """What outside the recipe shapes a measurement: vLLM's version and the hardware."""
+    if not run:
+        return None
+    hardware = run.get("hardware") or {}
+    gpus = [g.get("name") for g in hardware.get("gpus") or []]
+    return {"vllm": (run.get("versions") or {}).get("vllm"),
+            "hardware": gpus or hardware.get("cpu_model")}
 
 
 def _search_side(view: archives.ArchiveView) -> Side:
@@ -262,6 +273,8 @@ def compare(a: Side, b: Side, alpha: float = stats.ALPHA,
     """The full comparison of two sides (TPOT unjudged when a side's outputs coalesced)."""
     result = DiffResult(a, b, field_changes(a.recipe, b.recipe),
                         metric_rows(a, b, alpha, min_effect), alpha, min_effect)
+    if not result.variables and a.environment and a.environment == b.environment:
+        _mark_run_to_run(result)
     if result.coalesced:
         unjudged = stats.Judgement("none", False, "not judged",
                                    note="outputs arrived in one chunk: decode not observed")
@@ -269,6 +282,25 @@ def compare(a: Side, b: Side, alpha: float = stats.ALPHA,
             if row.metric.startswith("tpot_"):
                 row.judgement = unjudged
     return result
+
+
+RUN_TO_RUN = ("identical configuration, vLLM version and hardware: nothing changed to "
+              "attribute this to, so it is the run-to-run variance of the machine")
+
+
+def _mark_run_to_run(result: DiffResult) -> None:
+    """Two runs of one configuration on one environment: differences are noise by design.
+
+    The within-run tests cannot see run-to-run variance (a busy or throttled machine slows a
+    whole run), so a 'significant' verdict here would blame a change that did not happen.
+    The figures stay; the verdict says what they measure.
+    """
+    for row in result.metrics:
+        if row.judgement.significant:
+            row.judgement = stats.Judgement(row.judgement.test, False, "run-to-run noise",
+                                            p_value=row.judgement.p_value,
+                                            interval=row.judgement.interval,
+                                            note=RUN_TO_RUN)
 
 
 def diff(ref_a: str | Path, ref_b: str | Path, runs_base: str | Path,

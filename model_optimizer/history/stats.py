@@ -51,7 +51,7 @@ class Judgement:
 
     test: str
     significant: bool
-    verdict: str            # significant | small | unstable | not significant | not judged
+    verdict: str  # significant | small | unstable | not significant | not judged | run-to-run noise
     p_value: float | None = None
     interval: tuple[float, float] | None = None   # bootstrap CI of the ratio B/A
     note: str = ""

@@ -29,7 +29,7 @@ from .conftest import MOPT, ROOT, TINY_RECIPE, run_mopt
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-WORKLOAD = ["--set", "workload.num_requests=60", "--set", "workload.concurrency=4"]
+WORKLOAD = ["--set", "workload.num_requests=160", "--set", "workload.concurrency=4"]
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
 SWEEP = ["--set", "sweep.start=1", "--set", "sweep.max=2", "--set", "sweep.confirm_duration_s=0",
          *WORKLOAD]

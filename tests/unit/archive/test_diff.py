@@ -95,3 +95,24 @@ def test_tpot_of_coalesced_outputs_is_not_judged(tmp_path, recipe):
     assert row(result, "tpot_p50_ms").judgement.verdict == "not judged"
     assert "qps" in result.significant()  # throughput is still judged
     assert any("TPOT is not judged" in line for line in render(result))
+
+
+def test_same_configuration_on_a_slower_run_is_run_to_run_noise(tmp_path, recipe):
+    """A whole run slowed by the machine (3x latencies) is not blamed on the recipe..."""
+    runs = tmp_path / "runs"
+    a = make_run(runs, recipe, SEQS4, seed=1)
+    b = make_run(runs, recipe, SEQS4, seed=2, ttft_ms=150.0, tpot_ms=30.0)
+    result = diff(str(a), str(b), runs)
+    assert result.significant() == []
+    assert row(result, "qps").judgement.verdict == "run-to-run noise"
+    assert row(result, "qps").change < -0.5  # the figures are still shown
+    assert "run-to-run variance" in "\n".join(render(result))
+
+
+def test_same_configuration_on_another_vllm_is_judged(tmp_path, recipe):
+    """...but the same slowdown after a vLLM upgrade is a significant change."""
+    runs = tmp_path / "runs"
+    a = make_run(runs, recipe, SEQS4, seed=1)
+    b = make_run(runs, recipe, SEQS4, seed=2, ttft_ms=150.0, tpot_ms=30.0, vllm="0.33.0")
+    result = diff(str(a), str(b), runs)
+    assert "qps" in result.significant()
