@@ -3,8 +3,10 @@ diff verdicts, and two `mopt apply` processes writing into one runs/ at once.
 
 vLLM launches are the cost here (~30 s each on 2 cores), so one module-scoped history is
 shared: runs A and B of one configuration back to back (max_num_seqs=4: the same-recipe
-comparison), a two-step sweep (max_num_seqs 1 and 2; its step at 1 is the 4x comparison
-for A), a rollback to A and `rollback --apply`. Seven launches with the concurrent pair.
+comparison), a two-step sweep (max_num_seqs 1 and 4: its steps are the 4x comparison, two
+runs back to back in the middle of the module, away from the first run after the previous
+module's servers, which this VM sometimes slows for seconds), a rollback to A and
+`rollback --apply`. Seven launches with the concurrent pair.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WORKLOAD = ["--set", "workload.num_requests=160", "--set", "workload.concurrency=4"]
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
-SWEEP = ["--set", "sweep.start=1", "--set", "sweep.max=2", "--set", "sweep.confirm_duration_s=0",
+SWEEP = ["--set", "sweep.start=1", "--set", "sweep.growth=4", "--set", "sweep.max=4",
+         "--set", "sweep.resolution=4", "--set", "sweep.confirm_duration_s=0",
          *WORKLOAD]
 
 
@@ -192,14 +195,14 @@ def test_diff_same_recipe_shows_no_significant_change(history):
 
 
 def test_diff_four_times_max_num_seqs_is_significant(history):
-    slow = history.steps[1]  # max_num_seqs=1, same workload (concurrency 4) as run A
-    result = ok(run_mopt("diff", str(history.first), str(slow), "--runs-dir",
+    fast, slow = history.steps[4], history.steps[1]  # same workload, concurrency 4
+    result = ok(run_mopt("diff", str(fast), str(slow), "--runs-dir",
                          str(history.runs), "--json"))
     data = json.loads(result.stdout)
     assert data["variables"] == ["engine.max_num_seqs"] and data["warning"] is None
     qps = next(m for m in data["metrics"] if m["metric"] == "qps")
     assert qps["significant"] and qps["relative_change"] < -0.3, qps
-    text = ok(run_mopt("diff", str(history.first), str(slow), "--runs-dir",
+    text = ok(run_mopt("diff", str(fast), str(slow), "--runs-dir",
                        str(history.runs))).stdout
     assert "Significant changes: " in text and "qps" in text.split("Significant changes:")[1]
 
