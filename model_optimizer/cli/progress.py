@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import typer
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -92,3 +96,32 @@ class SearchProgress(RunProgress):
         resumed = data.get("resumed")
         note = f" (resuming: {resumed} already done)" if resumed is not None else ""
         self._log(f"{self.noun} archive: {data['path']}{note}")
+
+
+def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,
+               files: str, as_json: bool) -> None:
+    """Run a search command's library call under its progress display, then report it.
+
+    Ctrl-C names the ``--resume`` command; the outcome is printed as JSON or as the reason,
+    the written recipe and the archive (with the ``files`` it holds). Always exits with the
+    outcome's exit code.
+    """
+    from model_optimizer.cli.common import console, err_console, print_json
+
+    try:
+        with progress:
+            outcome = run()
+    except KeyboardInterrupt:
+        if progress.search_path:
+            err_console.print(f"interrupted; continue with: mopt {command} --resume "
+                              f"{progress.search_path}", highlight=False)
+        raise
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        console.print(f"\n{outcome.reason}", highlight=False)
+        if outcome.written:
+            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
+                          highlight=False)
+        console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False)
+    raise typer.Exit(outcome.exit_code)

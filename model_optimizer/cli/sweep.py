@@ -17,9 +17,8 @@ from model_optimizer.cli.common import (
     console,
     err_console,
     handle_errors,
-    print_json,
 )
-from model_optimizer.cli.progress import SearchProgress
+from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
 
@@ -90,27 +89,11 @@ def sweep(
     _sigterm_as_interrupt()
     progress_console = err_console if as_json else console
     progress = SweepProgress(progress_console)
-    try:
-        with progress:
-            outcome = _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                           model_config, {"param": param, "start": start, "growth": growth,
-                                          "step": step, "max": max_value,
-                                          "values": _values(values)})
-    except KeyboardInterrupt:
-        if progress.search_path:
-            err_console.print(f"interrupted; continue with: mopt sweep --resume "
-                              f"{progress.search_path}", highlight=False)
-        raise
-    if as_json:
-        print_json(outcome.to_dict())
-    else:
-        console.print(f"\n{outcome.reason}", highlight=False)
-        if outcome.written:
-            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
-                          highlight=False)
-        console.print(f"sweep archive: {outcome.archive} (report.md, summary.csv, plot.png)",
-                      highlight=False)
-    raise typer.Exit(outcome.exit_code)
+    flags = {"param": param, "start": start, "growth": growth, "step": step,
+             "max": max_value, "values": _values(values)}
+    run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
+                            model_config, flags),
+               progress, "sweep", "report.md, summary.csv, plot.png", as_json)
 
 
 def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags):

@@ -17,9 +17,8 @@ from model_optimizer.cli.common import (
     console,
     err_console,
     handle_errors,
-    print_json,
 )
-from model_optimizer.cli.progress import SearchProgress
+from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
 
@@ -107,25 +106,10 @@ def tune(
     progress = TuneProgress(err_console if as_json else console)
     flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
              "seed": seed}
-    try:
-        with progress:
-            outcome = _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                           model_config, storage, study_name, flags)
-    except KeyboardInterrupt:
-        if progress.search_path:
-            err_console.print(f"interrupted; continue with: mopt tune --resume "
-                              f"{progress.search_path}", highlight=False)
-        raise
-    if as_json:
-        print_json(outcome.to_dict())
-    else:
-        console.print(f"\n{outcome.reason}", highlight=False)
-        if outcome.written:
-            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
-                          highlight=False)
-        console.print(f"tune archive: {outcome.archive} (report.md, trials.csv, study.db, "
-                      "history.png, pareto.png)", highlight=False)
-    raise typer.Exit(outcome.exit_code)
+    run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
+                            model_config, storage, study_name, flags),
+               progress, "tune", "report.md, trials.csv, study.db, history.png, pareto.png",
+               as_json)
 
 
 def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, storage,
