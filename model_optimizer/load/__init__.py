@@ -1,6 +1,6 @@
 """The load stage: prompts of exact token length, the streaming client, its statistics.
 
-Knows HTTP and time, nothing of vLLM's internals (DESIGN.md section 1). The mock server in
+Knows HTTP and time, nothing of vLLM's internals (docs/design.md section 1). The mock server in
 ``model_optimizer.load.mock_server`` is imported on demand, not from here.
 """
 

