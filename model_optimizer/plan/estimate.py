@@ -7,9 +7,10 @@ and what floor memory bandwidth puts under TPOT.
 
 Assumptions, stated once here (the report's ``notes`` repeat those that apply):
 
-- Parameters are counted for the Llama architecture without biases: token embeddings;
-  per layer q, k, v, o projections, MLP gate/up/down and two RMSNorms; a final norm; and an
-  lm_head unless ``tie_word_embeddings``.
+- Parameters are counted for the Llama architecture (Mistral and Qwen2 share it): token
+  embeddings; per layer q, k, v, o projections, MLP gate/up/down and two RMSNorms; a final
+  norm; an lm_head unless ``tie_word_embeddings``; q/k/v biases for Qwen2 (and
+  ``attention_bias``). Sliding windows are not modelled: the KV cache is planned in full.
 - Quantization touches only the linear layers (q, k, v, o, gate, up, down). Embeddings,
   lm_head and norms stay in the activation dtype. GPTQ/AWQ-style 4-bit methods store, per
   group of 128 weights, an fp16 scale and a 4-bit zero point: 4 + (16 + 4) / 128 =
@@ -45,6 +46,7 @@ from model_optimizer.plan.accelerators import (
     resolve_hardware,
     vllm_default_max_num_seqs,
 )
+from model_optimizer.plan.kvcache import DTYPE_BYTES, kv_dtype, kv_dtype_verdict
 
 GPU_RESERVE_GIB = 1.0
 DEFAULT_BLOCK_SIZE_GPU = 16
@@ -58,7 +60,6 @@ REQUIRED_CONFIG_FIELDS = (
     "vocab_size",
     "intermediate_size",
 )
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 _DTYPE_ALIASES = {"half": "float16", "float": "float32"}
 
 
@@ -116,6 +117,7 @@ class ModelShape:
     torch_dtype: str | None = None
     max_position_embeddings: int | None = None
     has_rope_scaling: bool = False
+    qkv_bias: bool = False  # Qwen2 always, others when config.attention_bias
 
     @classmethod
     def from_config(cls, config: Any, source: str = "model config") -> ModelShape:
@@ -139,6 +141,7 @@ class ModelShape:
             torch_dtype=config.get("torch_dtype") or config.get("dtype"),
             max_position_embeddings=_optional_int(config, "max_position_embeddings", source),
             has_rope_scaling=bool(config.get("rope_scaling")),
+            qkv_bias=bool(config.get("attention_bias")) or config.get("model_type") == "qwen2",
         )
 
     @property
@@ -162,9 +165,16 @@ class ModelShape:
         return (2 * self.num_layers + 1) * self.hidden_size
 
     @property
+    def bias_params(self) -> int:
+        """q, k and v projection biases (Qwen2, ``attention_bias``); kept in the dtype."""
+        if not self.qkv_bias:
+            return 0
+        return self.num_layers * (self.num_attention_heads + 2 * self.num_kv_heads) * self.head_dim
+
+    @property
     def param_count(self) -> int:
         """All parameters of the model."""
-        return self.linear_params + self.embedding_params + self.norm_params
+        return self.linear_params + self.embedding_params + self.norm_params + self.bias_params
 
 
 def _positive_int(config: dict, name: str, source: str) -> int:
@@ -317,20 +327,18 @@ def linear_weight_bits(
 def weight_bytes(shape: ModelShape, linear_bits: Fraction, dtype_bytes: int) -> int:
     """Bytes of all weights: linear layers at ``linear_bits``, the rest at the dtype."""
     linear = math.ceil(shape.linear_params * linear_bits / 8)
-    return linear + (shape.embedding_params + shape.norm_params) * dtype_bytes
+    return linear + (shape.embedding_params + shape.norm_params + shape.bias_params) * dtype_bytes
 
 
-def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
-    """Bytes per KV element: fp8* is 1; ``auto`` follows the model dtype."""
-    if kv_cache_dtype.startswith("fp8"):
-        return 1
-    return DTYPE_BYTES[model_dtype if kv_cache_dtype == "auto" else kv_cache_dtype]
-
-
-def kv_bytes_per_token(shape: ModelShape, element_bytes: int, tensor_parallel: int = 1) -> int:
+def kv_bytes_per_token(shape: ModelShape, element_bytes: float, tensor_parallel: int = 1) -> int:
     """K and V bytes of one token on one device (KV heads are split over the TP ranks)."""
+    return kv_bytes_per_token_of(shape, 2 * shape.head_dim * element_bytes, tensor_parallel)
+
+
+def kv_bytes_per_token_of(shape: ModelShape, head_bytes: float, tensor_parallel: int = 1) -> int:
+    """One token's KV bytes on one device from the K+V bytes of one head (scales included)."""
     kv_heads = max(1, shape.num_kv_heads // tensor_parallel)
-    return 2 * shape.num_layers * kv_heads * shape.head_dim * element_bytes
+    return math.ceil(shape.num_layers * kv_heads * head_bytes)
 
 
 @dataclass
@@ -404,8 +412,8 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
     )
     tp = engine.get("tensor_parallel_size", 1)
     weights = weight_bytes(shape, effective, dtype_bytes)
-    kv_dtype = engine.get("kv_cache_dtype", "auto")
-    element = kv_cache_dtype_bytes(kv_dtype, dtype)
+    kv_name = engine.get("kv_cache_dtype", "auto")
+    head_bytes = kv_dtype(kv_name).head_bytes(shape.head_dim, dtype)
     return PlanReport(
         accelerator=accel.name,
         memory_gib=accel.memory_gib,
@@ -418,9 +426,9 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
         linear_bits_effective=float(effective),
         weight_bytes=weights,
         weight_bytes_per_device=math.ceil(weights / tp),
-        kv_cache_dtype=kv_dtype,
-        kv_bytes_per_token=kv_bytes_per_token(shape, element),
-        kv_bytes_per_token_per_device=kv_bytes_per_token(shape, element, tp),
+        kv_cache_dtype=kv_name,
+        kv_bytes_per_token=kv_bytes_per_token_of(shape, head_bytes),
+        kv_bytes_per_token_per_device=kv_bytes_per_token_of(shape, head_bytes, tp),
         gpu_memory_utilization=None if accel.is_cpu else engine.get("gpu_memory_utilization", 0.9),
         reserve_bytes_per_device=0,
         kv_budget_bytes=0,
@@ -484,6 +492,9 @@ def _check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict) 
     _check_parallelism(report, shape, hardware)
     _check_memory(report)
     _check_max_model_len(report, shape, engine)
+    problem, note = kv_dtype_verdict(report.kv_cache_dtype, report.accelerator == "cpu")
+    report.problems += [problem] if problem else []
+    report.notes += [note] if note else []
     if report.accelerator == "cpu" and report.block_size % CPU_BLOCK_MULTIPLE:
         report.problems.append(
             f"block_size {report.block_size}: the CPU engine needs a "
