@@ -8,6 +8,7 @@ from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
 from model_optimizer.cli.diff import diff
+from model_optimizer.cli.init import init
 from model_optimizer.cli.plan import plan
 from model_optimizer.cli.rollback import rollback
 from model_optimizer.cli.runs import runs_app
@@ -25,6 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+app.command()(init)
 app.command()(validate)
 app.command()(show)
 app.command()(plan)
