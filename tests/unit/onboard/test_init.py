@@ -39,10 +39,10 @@ def _model(tmp_path: Path, config: dict, name: str = "my-model") -> Path:
     return folder
 
 
-def _write(tmp_path, model_dir, hw, work=WorkloadChoice(), name=None) -> Path:
+def _write(tmp_path, model_dir, hw, work=None, name=None) -> Path:
     target = tmp_path / "recipes" / "out.yaml"
     target.parent.mkdir(exist_ok=True)
-    result = build_init_recipe(model_dir, target, hw, work, name)
+    result = build_init_recipe(model_dir, target, hw, work or WorkloadChoice(), name)
     target.write_text(result.text)
     return target
 
