@@ -13,12 +13,17 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     SetOption,
     console,
     err_console,
     handle_errors,
     print_json,
+)
+from model_optimizer.cli.current import (
+    ForceOption,
+    OptionalRecipeArg,
+    check_before_launch,
+    recipe_or_current,
 )
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.history.drift import check_drift
@@ -75,25 +80,33 @@ def print_outcome(outcome: RunOutcome) -> None:
 
 @handle_errors
 def apply(
-    recipe: RecipeArg,
+    recipe: OptionalRecipeArg = None,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse to run when the installed vLLM or the hardware differs from "
                          "the recipe's validated block (default: warn).")] = False,
+    force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Launch vLLM from RECIPE, load-test it and archive the run under runs/.
 
-    Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input (or drift with
-    --strict); 3 the server failed to start; 4 the run completed but missed an SLO; 5 the
-    engine failed during the load; 130 interrupted. The vLLM server is always stopped
-    before mopt exits.
+    Without RECIPE, applies the current recipe (see `mopt status`). Before launching, a
+    preflight checks in seconds what would make the launch fail (the accelerator, the model
+    and tokenizer, a hub id without network or cache, the port).
+
+    Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input, a preflight
+    refusal (or drift with --strict); 3 the server failed to start; 4 the run completed but
+    missed an SLO; 5 the engine failed during the load; 130 interrupted. The vLLM server is
+    always stopped before mopt exits.
     """
+    recipe = recipe_or_current(recipe, "apply", err_console if as_json else console,
+                               runs_dir_opt)
     loaded = load_recipe(recipe, overrides)
     drift = check_drift(loaded.resolved, strict=strict)
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
+    check_before_launch(loaded, force, err_console)
     _sigterm_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     progress_console = err_console if as_json else console

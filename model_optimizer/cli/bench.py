@@ -11,6 +11,7 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.apply import RunsDirOption, print_outcome
 from model_optimizer.cli.common import JsonOption, SetOption, err_console, handle_errors, print_json
+from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe, load_recipe_text
@@ -43,7 +44,8 @@ def bench(
     url: Annotated[str, typer.Option("--url", help="Base URL of the server, e.g. "
                                      "http://127.0.0.1:8000", show_default=False)],
     recipe: Annotated[Path | None, typer.Option("--recipe", help="Take the workload and SLOs "
-                                                "from this recipe.")] = None,
+                                                "from this recipe.",
+                                                autocompletion=complete_recipe)] = None,
     model: Annotated[str | None, typer.Option(help="Model name to request (default: the "
                                               "server's only model).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(

@@ -9,12 +9,14 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.completion import complete_run_or_recipe
 from model_optimizer.history import stats
 from model_optimizer.history.diff import diff as diff_sides
 from model_optimizer.history.diff import render
 
 RefArg = Annotated[str, typer.Argument(help="Run or sweep id (or unique prefix), archive "
-                                            "folder, or recipe file.", show_default=False)]
+                                            "folder, or recipe file.", show_default=False,
+                                       autocompletion=complete_run_or_recipe)]
 
 
 @handle_errors

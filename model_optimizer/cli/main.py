@@ -13,6 +13,7 @@ from model_optimizer.cli.plan import plan
 from model_optimizer.cli.rollback import rollback
 from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
+from model_optimizer.cli.status import status
 from model_optimizer.cli.sweep import sweep
 from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.tune import tune
@@ -22,7 +23,7 @@ app = typer.Typer(
     name="mopt",
     help="Recipe-driven, measured optimization of LLM deployments on vLLM.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (typer's own)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -38,6 +39,7 @@ app.command("tiny-model")(tiny_model)
 app.add_typer(runs_app, name="runs")
 app.command()(diff)
 app.command()(rollback)
+app.command()(status)
 
 
 def _version(value: bool) -> None:

@@ -10,12 +10,13 @@ from rich.table import Table
 
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     SetOption,
     console,
+    err_console,
     handle_errors,
     print_json,
 )
+from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
 from model_optimizer.errors import UsageError
 from model_optimizer.plan import PlanReport, estimate, load_model_config
 from model_optimizer.recipe import LoadedRecipe, load_recipe
@@ -81,7 +82,7 @@ def plan_table(report: PlanReport) -> Table:
 
 @handle_errors
 def plan(
-    recipe: RecipeArg,
+    recipe: OptionalRecipeArg = None,
     model_config: Annotated[
         Path | None,
         typer.Option("--model-config", help="The model's config.json when the weights are not "
@@ -93,6 +94,7 @@ def plan(
 
     Exits 0 when the recipe fits, 1 when the arithmetic says vLLM cannot start with it.
     """
+    recipe = recipe_or_current(recipe, "plan", err_console if as_json else console)
     loaded = load_recipe(recipe, overrides)
     config_path = find_model_config(loaded, model_config)
     report = estimate(loaded.resolved, load_model_config(config_path))

@@ -11,6 +11,7 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.apply import RunsDirOption, _sigterm_as_interrupt, print_outcome
 from model_optimizer.cli.common import JsonOption, console, err_console, handle_errors, print_json
+from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_FAILURE, EXIT_OK
 from model_optimizer.history.diff import render
@@ -40,10 +41,10 @@ def _print_verification(check: Verification) -> None:
 def rollback(
     ref: Annotated[str, typer.Argument(help="The run or sweep to restore: runs/<id>, an id "
                                             "or a unique prefix.", metavar="RUN",
-                                       show_default=False)],
+                                       show_default=False, autocompletion=complete_run)],
     recipe: Annotated[Path | None, typer.Option(
         "--recipe", help="Recipe file to roll back (default: the one the run or sweep "
-                         "recorded).")] = None,
+                         "recorded).", autocompletion=complete_recipe)] = None,
     apply_it: Annotated[bool, typer.Option(
         "--apply", help="Then launch the restored revision with the same workload and "
                         "compare with the archived figures.")] = False,

@@ -13,6 +13,7 @@ from model_optimizer.archive.manifest import writer_alive
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.completion import complete_run
 from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
 
@@ -165,7 +166,7 @@ def _show_lines(view: archives.ArchiveView) -> list[str]:
 @handle_errors
 def show(
     ref: Annotated[str, typer.Argument(help="Run or sweep id, a unique prefix, or a folder.",
-                                       metavar="ID")],
+                                       metavar="ID", autocompletion=complete_run)],
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -11,12 +11,13 @@ import yaml
 
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     SetOption,
     console,
+    err_console,
     handle_errors,
     print_json,
 )
+from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
 from model_optimizer.recipe import load_recipe
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.writer import write_vllm_config
@@ -24,7 +25,7 @@ from model_optimizer.recipe.writer import write_vllm_config
 
 @handle_errors
 def show(
-    recipe: RecipeArg,
+    recipe: OptionalRecipeArg = None,
     overrides: SetOption = None,
     vllm_config_out: Annotated[
         Path | None,
@@ -33,6 +34,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Print the resolved recipe (defaults filled in) and the vLLM command it launches."""
+    recipe = recipe_or_current(recipe, "show", err_console if as_json else console)
     loaded = load_recipe(recipe, overrides)
     argv = vllm_argv(loaded.resolved, loaded.base_dir)
     env = server_env(loaded.resolved)

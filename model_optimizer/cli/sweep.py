@@ -18,9 +18,10 @@ from model_optimizer.cli.common import (
     err_console,
     handle_errors,
 )
+from model_optimizer.cli.completion import complete_search
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, prepare_launch
 from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
-from model_optimizer.recipe import load_recipe
 
 
 class SweepProgress(SearchProgress):
@@ -55,8 +56,7 @@ def _values(text: str | None) -> list | None:
 
 @handle_errors
 def sweep(
-    recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML file (not with --resume).",
-                                                  show_default=False, metavar="RECIPE")] = None,
+    recipe: OptionalRecipeArg = None,
     param: Annotated[str | None, typer.Option(help="Engine knob to sweep (default: the "
                                               "recipe's sweep.param).")] = None,
     start: Annotated[float | None, typer.Option(help="First value.")] = None,
@@ -73,16 +73,21 @@ def sweep(
         "--model-config", help="config.json for the planner when the weights are elsewhere.")]
     = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
-                                                "runs/ folder.")] = None,
+                                                "runs/ folder.",
+                                                autocompletion=complete_search)] = None,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
+    force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Sweep one engine knob: grow it until throughput plateaus, memory runs out or an SLO
     breaks, bisect, confirm the knee with a sustained run, and write a new recipe revision.
 
-    Exit codes: 0 a revision was written; 2 bad input; 4 no value met the SLOs; 130
-    interrupted (continue with --resume).
+    Without RECIPE, sweeps the current recipe (see `mopt status`). A preflight checks in
+    seconds what would make the launches fail before the first one.
+
+    Exit codes: 0 a revision was written; 2 bad input or a preflight refusal; 4 no value
+    met the SLOs; 130 interrupted (continue with --resume).
     """
     from model_optimizer.cli.apply import _sigterm_as_interrupt
 
@@ -92,11 +97,12 @@ def sweep(
     flags = {"param": param, "start": start, "growth": growth, "step": step,
              "max": max_value, "values": _values(values)}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, flags),
+                            model_config, flags, force),
                progress, "sweep", "report.md, summary.csv, plot.png", as_json)
 
 
-def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags):
+def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags,
+         force=False):
     from model_optimizer.sweep.loop import resume_sweep, start_sweep
 
     if resume is not None:
@@ -104,8 +110,7 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
             raise UsageError("--resume continues a sweep with its archived recipe and "
                              "settings; give no RECIPE or --set with it")
         return resume_sweep(resume, on_event=progress)
-    if recipe is None:
-        raise UsageError("give a RECIPE to sweep, or --resume runs/<sweep id>")
-    loaded = load_recipe(recipe, overrides)
+    loaded = prepare_launch(recipe, overrides, "sweep", force, runs_dir_opt,
+                            progress.console is err_console)
     return start_sweep(loaded, runs_dir(runs_dir_opt), flags=flags, output=output,
                        model_config=model_config, on_event=progress)

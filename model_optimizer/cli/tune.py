@@ -18,9 +18,10 @@ from model_optimizer.cli.common import (
     err_console,
     handle_errors,
 )
+from model_optimizer.cli.completion import complete_search
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, prepare_launch
 from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
-from model_optimizer.recipe import load_recipe
 
 STORAGE_ENV = "MOPT_TUNE_STORAGE"
 
@@ -63,8 +64,7 @@ class TuneProgress(SearchProgress):
 
 @handle_errors
 def tune(
-    recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML file (not with --resume).",
-                                                  show_default=False, metavar="RECIPE")] = None,
+    recipe: OptionalRecipeArg = None,
     n_trials: Annotated[int | None, typer.Option(
         "--n-trials", min=1, help="Trial budget of the study, all workers together (default: "
         "the recipe's tune.n_trials).")] = None,
@@ -85,9 +85,11 @@ def tune(
         "--model-config", help="config.json for the planner when the weights are elsewhere.")]
     = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the tune in this runs/ folder "
-                                                "(with --n-trials: extend it).")] = None,
+                                                "(with --n-trials: extend it).",
+                                                autocompletion=complete_search)] = None,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
+    force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Tune several engine knobs at once (the recipe's tune.params) with optuna: maximize the
@@ -97,8 +99,12 @@ def tune(
     Workers: run the same command with --storage postgresql://... --study-name NAME on
     several machines; they share the budget and each archives the trials it ran.
 
+    Without RECIPE, tunes the current recipe (see `mopt status`). A preflight checks in
+    seconds what would make the launches fail before the first one.
+
     Exit codes: 0 a revision was written (or other workers still run: the last one writes
-    it); 2 bad input; 4 no feasible trial; 130 interrupted (continue with --resume).
+    it); 2 bad input or a preflight refusal; 4 no feasible trial; 130 interrupted (continue
+    with --resume).
     """
     from model_optimizer.cli.apply import _sigterm_as_interrupt
 
@@ -107,13 +113,13 @@ def tune(
     flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
              "seed": seed}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, storage, study_name, flags),
+                            model_config, storage, study_name, flags, force),
                progress, "tune", "report.md, trials.csv, study.db, history.png, pareto.png",
                as_json)
 
 
 def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, storage,
-         study_name, flags):
+         study_name, flags, force=False):
     from model_optimizer.tune.loop import resume_tune, start_tune
 
     if resume is not None:
@@ -124,9 +130,8 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
                              "--max-minutes with it (--n-trials extends the budget)")
         return resume_tune(resume, storage=storage, n_trials=flags["n_trials"],
                            on_event=progress)
-    if recipe is None:
-        raise UsageError("give a RECIPE to tune, or --resume runs/<tune id>")
-    loaded = load_recipe(recipe, overrides)
+    loaded = prepare_launch(recipe, overrides, "tune", force, runs_dir_opt,
+                            progress.console is err_console)
     return start_tune(loaded, runs_dir(runs_dir_opt), flags=flags, storage=storage,
                       study_name=study_name, output=output, model_config=model_config,
                       on_event=progress)

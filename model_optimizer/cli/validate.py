@@ -7,14 +7,24 @@ from typing import Annotated
 
 import typer
 
-from model_optimizer.cli.common import JsonOption, SetOption, console, err_console, print_json
-from model_optimizer.errors import EXIT_USAGE, RecipeError
+from model_optimizer.cli.common import (
+    JsonOption,
+    SetOption,
+    console,
+    err_console,
+    print_json,
+    report_error,
+)
+from model_optimizer.cli.completion import complete_recipe
+from model_optimizer.cli.current import recipe_or_current
+from model_optimizer.errors import EXIT_USAGE, RecipeError, UsageError
 from model_optimizer.recipe import load_recipe
 
 
 def validate(
-    recipes: Annotated[list[Path], typer.Argument(help="Recipe files to check.",
-                                                  show_default=False)],
+    recipes: Annotated[list[Path] | None, typer.Argument(
+        help="Recipe files to check (default: the current recipe, see `mopt status`).",
+        show_default=False, autocompletion=complete_recipe)] = None,
     overrides: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -23,6 +33,12 @@ def validate(
     Every problem is reported at once, as file:line:column, with the dotted key path and
     a suggested fix. Nothing is run or written.
     """
+    if not recipes:
+        try:
+            recipes = [recipe_or_current(None, "validate", err_console if as_json else console)]
+        except UsageError as exc:
+            report_error(exc, as_json)
+            raise typer.Exit(exc.exit_code) from None
     results = []
     for path in recipes:
         try:

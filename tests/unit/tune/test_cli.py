@@ -27,7 +27,7 @@ def test_help_names_the_storage_and_resume():
 def test_usage_errors_exit_2(tmp_path):
     runs = str(tmp_path / "runs")
     cases = [
-        (("tune",), "give a RECIPE"),
+        (("tune", "--runs-dir", runs), "no current recipe"),  # and none to fall back on
         (("tune", TINY, "--storage", "sqlite:///x.db", "--runs-dir", runs), "--study-name"),
         (("tune", TINY, "--resume", runs), "--resume continues"),
         (("tune", "--resume", runs), "not a resumable tune"),

@@ -1,0 +1,53 @@
+"""The recipe a command works on (given, or the runs dir's current one) and its preflight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.completion import complete_recipe
+from model_optimizer.history.current import require_current
+from model_optimizer.preflight import enforce
+from model_optimizer.recipe import LoadedRecipe
+
+OptionalRecipeArg = Annotated[Path | None, typer.Argument(
+    help="Recipe YAML file (default: the current recipe, the one last applied, swept, "
+         "tuned or rolled back under the runs dir; see `mopt status`).",
+    show_default=False, metavar="[RECIPE]", autocompletion=complete_recipe)]
+ForceOption = Annotated[bool, typer.Option(
+    "--force", help="Launch even when the preflight says the launch would fail (an accelerator "
+                    "this machine lacks, a hub model not in the cache, a taken port).")]
+
+
+def recipe_or_current(recipe: Path | None, command: str, out: Console,
+                      runs_dir_opt: Path | None = None) -> Path:
+    """``recipe``, or the current recipe of the runs dir, announced on ``out``."""
+    if recipe is not None:
+        return recipe
+    current = require_current(runs_dir(runs_dir_opt), command)
+    out.print(current.announce(), highlight=False, markup=False, soft_wrap=True)
+    return current.path
+
+
+def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console) -> None:
+    """Preflight ``loaded``: exit 2 (PreflightError) on a refusal, else print warnings."""
+    for line in enforce(loaded, force=force):
+        out.print(f"preflight: {line}", style="yellow", highlight=False, markup=False,
+                  soft_wrap=True)
+
+
+def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: str,
+                   force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
+    """Choose (announce), load and preflight the recipe a launching command works on."""
+    from model_optimizer.cli.common import console, err_console
+    from model_optimizer.recipe import load_recipe
+
+    path = recipe_or_current(recipe, command, err_console if as_json else console,
+                             runs_dir_opt)
+    loaded = load_recipe(path, overrides)
+    check_before_launch(loaded, force, err_console)
+    return loaded

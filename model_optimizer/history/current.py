@@ -1,0 +1,155 @@
+"""The current recipe of a runs dir: the recipe file most recently used there.
+
+A command that takes a recipe may omit it; mopt then works on the file that was most
+recently applied, swept, tuned, rolled back or written under the same ``runs/`` (the run
+index knows each archive's recipe file and when it was last touched). Steps of sweeps and
+tunes count through their parent, ``bench`` runs do not count (they measure a server that
+mopt did not launch). A file that no longer exists is passed over for the next most recent
+one, and said so.
+
+Recipe files are recorded as they were given (often relative to the directory mopt ran
+in); a relative one is looked up from the current directory, then from the folder holding
+the runs dir (where ``runs/`` sits by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from model_optimizer.archive import index
+from model_optimizer.errors import UsageError
+
+#: archive kind -> the command that used the recipe
+USED_BY = {"run": "apply", "sweep": "sweep", "tune": "tune", "rollback": "rollback"}
+
+
+class NoCurrentRecipe(UsageError):
+    """No recipe was given and the runs dir names none that still exists."""
+
+
+@dataclass(frozen=True)
+class CurrentRecipe:
+    """The recipe file a command works on when none is given, and why it was chosen."""
+
+    path: Path                 # to open (relative to the current directory when under it)
+    revision: int | None       # the revision the file holds now
+    last_used: str | None      # ISO time the archive that used it last changed
+    by: str                    # apply, sweep, tune or rollback
+    run_id: str                # that archive
+    status: str                # its status
+    passed_over: list[str] = field(default_factory=list)  # newer files that are gone
+
+    def announce(self, now: datetime | None = None) -> str:
+        """``using recipes/x.yaml (revision 3, last used 5 min ago by sweep)``."""
+        revision = "?" if self.revision is None else self.revision
+        text = (f"using {self.path} (revision {revision}, last used "
+                f"{ago(self.last_used, now)} by {self.by})")
+        if self.passed_over:
+            text += f"; passed over {', '.join(self.passed_over)}: no longer there"
+        return text
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {**asdict(self), "path": str(self.path)}
+
+
+def _moment(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def ago(stamp: str | None, now: datetime | None = None) -> str:
+    """``12 s ago``, ``5 min ago``, ``3 h ago``, ``2 days ago`` (or ``at an unknown time``)."""
+    moment = _moment(stamp)
+    if moment is None:
+        return "at an unknown time"
+    seconds = max(((now or datetime.now(UTC)) - moment).total_seconds(), 0.0)
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600)):
+        if seconds < limit:
+            return f"{int(seconds // size)} {unit} ago"
+    days = int(seconds // 86400)
+    return f"{days} day{'s' if days != 1 else ''} ago"
+
+
+def last_touched(row: dict) -> str:
+    """When an archive was last used: finished, else last status update, else started."""
+    return row.get("finished_at") or row.get("updated_at") or row.get("created_at") or ""
+
+
+def locate(recorded: str, root: Path, cwd: Path | None = None) -> Path | None:
+    """The existing file a recorded recipe path names, or None when it is gone."""
+    path = Path(recorded).expanduser()
+    cwd = (cwd or Path.cwd()).resolve()
+    candidates = [path] if path.is_absolute() else [cwd / path, root.resolve().parent / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return _shown(candidate, cwd)
+    return None
+
+
+def _shown(path: Path, cwd: Path) -> Path:
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(cwd)
+    except ValueError:
+        return resolved
+
+
+def file_revision(path: Path) -> int | None:
+    """The ``revision`` a recipe file holds now (1 when unset; None when unreadable)."""
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    revision = document.get("revision", 1)
+    return revision if isinstance(revision, int) else None
+
+
+def candidates(rows: list[dict]) -> list[dict]:
+    """Top-level archives that used a recipe file, most recently touched first."""
+    used = [row for row in rows if not row.get("parent") and row.get("kind") in USED_BY
+            and row.get("recipe_file")]
+    return sorted(used, key=lambda row: (last_touched(row), row["id"]), reverse=True)
+
+
+def current_recipe(root: str | Path, cwd: Path | None = None) -> CurrentRecipe | None:
+    """The current recipe of runs dir ``root``, or None when no archive names one that exists."""
+    root = Path(root)
+    passed_over: list[str] = []
+    for row in candidates(index.all_rows(root)):
+        found = locate(row["recipe_file"], root, cwd)
+        revision = file_revision((cwd or Path.cwd()) / found) if found else None
+        if found is None:
+            if row["recipe_file"] not in passed_over:
+                passed_over.append(row["recipe_file"])
+            continue
+        return CurrentRecipe(found, revision, last_touched(row) or None,
+                             USED_BY[row["kind"]], row["id"], row.get("status") or "",
+                             passed_over)
+    return None
+
+
+def require_current(root: str | Path, command: str, cwd: Path | None = None) -> CurrentRecipe:
+    """The current recipe, or a usage error that says how to give one."""
+    found = current_recipe(root, cwd)
+    if found is not None:
+        return found
+    root = Path(root)
+    why = (f"no run under {root} names a recipe file that still exists"
+           if root.is_dir() else f"{root} holds no runs yet")
+    raise NoCurrentRecipe(
+        f"no RECIPE given and there is no current recipe: {why}. Name one, e.g. "
+        f"`mopt {command} recipes/tiny-cpu.yaml` (after that, `mopt {command}` alone uses "
+        "the recipe last applied, swept, tuned or rolled back here), or point --runs-dir / "
+        "$MOPT_RUNS_DIR at the runs dir you worked in.")

