@@ -25,6 +25,10 @@ class UsageError(MoptError):
     exit_code = EXIT_USAGE
 
 
+class RecipeWarning(UserWarning):
+    """Something a recipe may do but probably did not mean (printed as ``warning:``)."""
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem in a recipe, located as precisely as the source allows."""

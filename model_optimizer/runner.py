@@ -8,10 +8,7 @@ what happened with whatever was measured.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +20,6 @@ from model_optimizer.archive import (
     failed_status,
     utc_now,
 )
-from model_optimizer.archive.redact import redact_argv, redact_env
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
@@ -34,9 +30,18 @@ from model_optimizer.errors import (
     EXIT_START_FAILED,
     UsageError,
 )
+from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
+from model_optimizer.secrets import (
+    redact_argv,
+    redact_env,
+    redact_override,
+    redact_text,
+    secret_values,
+)
+from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import TelemetrySampler, hardware_seen
 
 EventCallback = Callable[[str, dict], None]
@@ -91,29 +96,6 @@ def effective_workload(recipe: dict, override: dict | None = None) -> dict:
     return workload
 
 
-@contextlib.contextmanager
-def interrupts_deferred():
-    """Hold off Ctrl-C / SIGTERM while the server is stopped and the archive finished.
-
-    A second Ctrl-C must not leave a vLLM process or a half-written archive behind; the
-    deferred signal is re-raised as KeyboardInterrupt once cleanup is done.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        raise KeyboardInterrupt
-
-
 def check_model_present(loaded: LoadedRecipe) -> str:
     """Resolve the model location; a missing local folder is a usage error with the fix."""
     location = model_location(loaded.resolved, loaded.base_dir)
@@ -134,7 +116,8 @@ def _write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
     archive.write_json("run.json", {
         "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
         "recipe_name": loaded.name, "recipe_revision": loaded.resolved["revision"],
-        "overrides": loaded.overrides, "argv": redact_argv(argv), "env": redact_env(env),
+        "overrides": [redact_override(item) for item in loaded.overrides],
+        "argv": redact_argv(argv), "env": redact_env(env),
         "versions": collect_versions(), "hardware": hardware_seen(), **extra})
 
 
@@ -194,9 +177,23 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         with interrupts_deferred():
             emit("stopping", {})
             engine.stop()
+            scrub_log(archive.file("engine.log"), secret_values(engine.argv, engine.env_extra))
             _finalize(archive, loaded, outcome)
         emit("done", outcome.to_dict())
     return outcome
+
+
+def scrub_log(path: Path, known: list[str]) -> None:
+    """Hide secrets in a server log as vLLM wrote it: the values mopt passed, URL
+    credentials, token-shaped strings. vLLM 0.32 masks only api_key, hf_token and
+    watermark_config in its "non-default args" line; other flags and errors print values."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        scrubbed = redact_text(text, known)
+        if scrubbed != text:
+            atomic_write_text(path, scrubbed)
+    except OSError:
+        pass  # no log, or an unwritable archive: nothing more to hide here
 
 
 def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -29,18 +28,12 @@ from model_optimizer.cli.progress import RunProgress
 from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe
+from model_optimizer.signals import terminate_as_interrupt
 
 RunsDirOption = Annotated[
     Path | None,
     typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",
                  show_default=False)]
-
-
-def _sigterm_as_interrupt() -> None:
-    """Treat SIGTERM like Ctrl-C so cleanup (stopping vLLM) always runs."""
-    def handler(signum, frame):  # noqa: ARG001
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, handler)
 
 
 def summary_table(outcome: RunOutcome) -> Table:
@@ -107,7 +100,7 @@ def apply(
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
     check_before_launch(loaded, force, err_console)
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     progress_console = err_console if as_json else console
     with RunProgress(progress_console, total=total) as progress:

@@ -17,6 +17,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
 from model_optimizer.runner import bench_endpoint
+from model_optimizer.signals import terminate_as_interrupt
 
 _BARE_RECIPE = "recipe_version: 1\nname: bench\nmodel: {path: endpoint}\n"
 _FLAG_KEYS = {"prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens",
@@ -89,6 +90,7 @@ def bench(
     tokenizer_dir = str(tokenizer) if tokenizer else (
         loaded.resolved["model"].get("tokenizer")
         or model_location(loaded.resolved, loaded.base_dir))
+    terminate_as_interrupt()
     progress_console = err_console if as_json else None
     with RunProgress(progress_console or err_console,
                      total=loaded.resolved["workload"].get("num_requests")) as progress:

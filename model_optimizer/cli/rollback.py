@@ -9,7 +9,7 @@ import typer
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import RunsDirOption, _sigterm_as_interrupt, print_outcome
+from model_optimizer.cli.apply import RunsDirOption, print_outcome
 from model_optimizer.cli.common import JsonOption, console, err_console, handle_errors, print_json
 from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
@@ -19,6 +19,7 @@ from model_optimizer.history.drift import check_drift
 from model_optimizer.history.rollback import TOLERANCE, Verification, reverify
 from model_optimizer.history.rollback import rollback as restore
 from model_optimizer.recipe import load_recipe
+from model_optimizer.signals import terminate_as_interrupt
 
 
 def _print_verification(check: Verification) -> None:
@@ -76,7 +77,7 @@ def rollback(
             console.print(f"replaced revision archived in {result.archive}",
                           highlight=False, soft_wrap=True)
         return
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     for message in check_drift(load_recipe(result.recipe_file).resolved):
         err_console.print(f"[yellow]drift:[/] {message}", highlight=False, soft_wrap=True)
     with RunProgress(err_console if as_json else console) as progress:

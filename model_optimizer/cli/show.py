@@ -20,6 +20,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
 from model_optimizer.recipe import load_recipe
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
+from model_optimizer.recipe.security import code_settings
 from model_optimizer.recipe.writer import write_vllm_config
 
 
@@ -39,10 +40,13 @@ def show(
     argv = vllm_argv(loaded.resolved, loaded.base_dir)
     env = server_env(loaded.resolved)
     config = vllm_config(loaded.resolved, loaded.base_dir)
+    trust = bool(loaded.resolved["model"]["trust_remote_code"])
+    allowed = code_settings(loaded.resolved)
     if vllm_config_out is not None:
-        write_vllm_config(vllm_config_out, config, source=str(recipe))
+        write_vllm_config(vllm_config_out, config, source=str(recipe), env=env)
     if as_json:
-        print_json({"recipe": loaded.resolved, "argv": argv, "env": env, "vllm_config": config})
+        print_json({"recipe": loaded.resolved, "argv": argv, "env": env, "vllm_config": config,
+                    "trust_remote_code": trust, "allow_code": allowed})
         return
     console.rule(f"{loaded.name} (revision {loaded.resolved['revision']}): resolved recipe")
     console.print(yaml.safe_dump(loaded.resolved, sort_keys=False), highlight=False,
@@ -50,6 +54,9 @@ def show(
     console.rule("vLLM command")
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     console.print((prefix + " " if prefix else "") + shlex.join(argv), highlight=False,
+                  markup=False, soft_wrap=True)
+    console.print(f"trust_remote_code: {str(trust).lower()}; code-loading settings allowed "
+                  f"by engine.allow_code: {', '.join(allowed) or 'none'}", highlight=False,
                   markup=False, soft_wrap=True)
     if loaded.resolved["engine"]["port"] == 0:
         console.print("(--port 0: mopt picks a free port at launch)", style="dim")

@@ -89,9 +89,9 @@ def sweep(
     Exit codes: 0 a revision was written; 2 bad input or a preflight refusal; 4 no value
     met the SLOs; 130 interrupted (continue with --resume).
     """
-    from model_optimizer.cli.apply import _sigterm_as_interrupt
+    from model_optimizer.signals import terminate_as_interrupt
 
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     progress_console = err_console if as_json else console
     progress = SweepProgress(progress_console)
     flags = {"param": param, "start": start, "growth": growth, "step": step,

@@ -106,9 +106,9 @@ def tune(
     it); 2 bad input or a preflight refusal; 4 no feasible trial; 130 interrupted (continue
     with --resume).
     """
-    from model_optimizer.cli.apply import _sigterm_as_interrupt
+    from model_optimizer.signals import terminate_as_interrupt
 
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     progress = TuneProgress(err_console if as_json else console)
     flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
              "seed": seed}

@@ -3,12 +3,18 @@
 The server runs in a session of its own, so stopping it means signalling the whole
 group: vLLM starts its engine core (``VLLM::EngineCore``) as a separate process, and an
 orphaned one keeps the accelerator's memory. Stop is SIGTERM to the group, then SIGKILL
-after a grace period, then a sweep of any descendant that escaped the group.
+after a grace period, then a sweep of any descendant that escaped the group. Stopping never
+raises: a process that exits while it is being stopped is simply gone.
+
+On Linux the server also gets SIGTERM when mopt itself dies, even by SIGKILL (a parent-death
+signal set in the child before it runs vLLM), and ``model_optimizer.reaper`` stops the group
+of an archive whose mopt vanished on the next command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -27,8 +33,10 @@ from model_optimizer.engine.classify import (
     classify_start_failure,
 )
 from model_optimizer.errors import EXIT_START_FAILED, MoptError
+from model_optimizer.signals import parent_death_signal
 
 LOG_TAIL_BYTES = 256 * 1024
+log = logging.getLogger(__name__)
 
 
 class EngineStartError(MoptError):
@@ -89,8 +97,19 @@ class EngineProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True, close_fds=True)
+                env=env, start_new_session=True, close_fds=True,
+                preexec_fn=parent_death_signal())  # noqa: PLW1509 - one prctl call
         self.started_at = time.monotonic()
+
+    def identity(self) -> dict:
+        """The server's pid and start time (epoch s), so a later mopt can find this group."""
+        if self.process is None:
+            return {}
+        try:
+            created = psutil.Process(self.process.pid).create_time()
+        except psutil.Error:
+            created = None
+        return {"server_pid": self.process.pid, "server_started": created}
 
     def alive(self) -> bool:
         """True while the main server process runs."""
@@ -154,9 +173,21 @@ class EngineProcess:
                 self._descendants.setdefault(child.pid, child)
 
     def stop(self) -> int | None:
-        """Stop the whole process group: SIGTERM, wait ``grace_s``, SIGKILL. Idempotent."""
+        """Stop the whole process group: SIGTERM, wait ``grace_s``, SIGKILL. Idempotent.
+
+        Never raises (cleanup runs in ``finally`` blocks): an unexpected error falls back
+        to SIGKILL for the group and is logged.
+        """
         if self.process is None:
             return None
+        try:
+            return self._stop()
+        except Exception:  # noqa: BLE001 - cleanup must never end the caller
+            log.exception("stopping the server group %s failed; killing it", self.process.pid)
+            _signal_group(self.process.pid, signal.SIGKILL)
+            return self.process.poll()
+
+    def _stop(self) -> int | None:
         self._remember_descendants()
         pgid = self.process.pid  # start_new_session: the group id is the leader's pid
         _signal_group(pgid, signal.SIGTERM)
@@ -179,7 +210,7 @@ class EngineProcess:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    with contextlib.suppress(OSError):
         os.killpg(pgid, sig)
 
 
@@ -187,7 +218,7 @@ def group_members(pgid: int) -> list[psutil.Process]:
     """Live (non-zombie) processes of process group ``pgid``."""
     members = []
     for proc in psutil.process_iter(["pid"]):
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, OSError):  # a process may exit meanwhile
             if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
                 members.append(proc)
     return members
@@ -200,7 +231,8 @@ def _wait_group_gone(pgid: int, grace_s: float) -> None:
         time.sleep(0.2)
     if group_members(pgid):
         _signal_group(pgid, signal.SIGKILL)
-        psutil.wait_procs(group_members(pgid), timeout=10)
+        with contextlib.suppress(psutil.Error, OSError):
+            psutil.wait_procs(group_members(pgid), timeout=10)
 
 
 def _kill_leftovers(processes: dict[int, psutil.Process]) -> None:
@@ -210,8 +242,9 @@ def _kill_leftovers(processes: dict[int, psutil.Process]) -> None:
     """
     survivors = []
     for proc in processes.values():
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, OSError):
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 proc.kill()
                 survivors.append(proc)
-    psutil.wait_procs(survivors, timeout=10)
+    with contextlib.suppress(psutil.Error, OSError):
+        psutil.wait_procs(survivors, timeout=10)

@@ -5,13 +5,14 @@ Pure: reads and writes recipe files only; no hardware probing, no processes.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.errors import Diagnostic, RecipeError
+from model_optimizer.errors import Diagnostic, RecipeError, RecipeWarning
 from model_optimizer.recipe.migrate import migrate
 from model_optimizer.recipe.overrides import apply_overrides
-from model_optimizer.recipe.rules import check_rules
+from model_optimizer.recipe.rules import check_rules, flag_warnings
 from model_optimizer.recipe.schema import CURRENT_VERSION, fill_defaults, recipe_schema
 from model_optimizer.recipe.validate import schema_diagnostics
 from model_optimizer.recipe.yamlsource import SourceMap, parse_yaml, read_yaml_file
@@ -31,6 +32,7 @@ class LoadedRecipe:
     source_map: SourceMap
     written_version: int
     overrides: list[str] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     @property
     def base_dir(self) -> Path | None:
@@ -49,6 +51,14 @@ def resolve(document: dict) -> dict:
     if isinstance(resolved.get("model"), dict) and not resolved["model"].get("served_name"):
         resolved["model"]["served_name"] = resolved["name"]
     return resolved
+
+
+def _warn(loaded: LoadedRecipe) -> LoadedRecipe:
+    """Attach and emit (as RecipeWarning) what is allowed but probably wrong."""
+    loaded.warnings = flag_warnings(loaded.resolved, loaded.source_map)
+    for diagnostic in loaded.warnings:
+        warnings.warn(RecipeWarning(diagnostic.format()), stacklevel=3)
+    return loaded
 
 
 def _check(doc: object, smap: SourceMap, overrides: list[str]) -> tuple[dict, dict, int]:
@@ -72,11 +82,11 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedR
 
     Raises RecipeError listing every problem found.
     """
-    data, smap = read_yaml_file(path)
+    data, smap, raw = read_yaml_file(path)
     overrides = list(overrides or [])
     doc, resolved, version = _check(data, smap, overrides)
-    text = Path(path).read_bytes().decode("utf-8")
-    return LoadedRecipe(Path(path), text, doc, resolved, smap, version, overrides)
+    text = raw.decode("utf-8")
+    return _warn(LoadedRecipe(Path(path), text, doc, resolved, smap, version, overrides))
 
 
 def load_recipe_text(text: str, file: str = "<recipe>",
@@ -85,4 +95,4 @@ def load_recipe_text(text: str, file: str = "<recipe>",
     data, smap = parse_yaml(text.encode("utf-8"), file)
     overrides = list(overrides or [])
     doc, resolved, version = _check(data, smap, overrides)
-    return LoadedRecipe(None, text, doc, resolved, smap, version, overrides)
+    return _warn(LoadedRecipe(None, text, doc, resolved, smap, version, overrides))

@@ -37,7 +37,7 @@ def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None)
         ("tokenizer", model.get("tokenizer")),
         ("quantization", None if model["quantization"] == "none" else model["quantization"]),
         ("dtype", model["dtype"]),
-        ("trust-remote-code", model["trust_remote_code"] or None),
+        ("trust-remote-code", bool(model["trust_remote_code"])),  # always explicit
         ("host", engine["host"]),
         ("port", port if port is not None else engine["port"]),
         ("kv-cache-dtype", engine["kv_cache_dtype"]),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from model_optimizer.archive.redact import is_reference, is_secret_name
 from model_optimizer.errors import Diagnostic
+from model_optimizer.recipe.flags import known_flags
 from model_optimizer.recipe.schema import subschema
+from model_optimizer.recipe.security import check_security, flag_name
 from model_optimizer.recipe.validate import did_you_mean
-from model_optimizer.recipe.vllm_flags import KNOWN_FLAGS
 from model_optimizer.recipe.yamlsource import SourceMap
 
 #: engine knobs a sweep may move; numeric ones grow, categorical ones take `sweep.values`
@@ -37,13 +37,13 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _tune_rules, _parallel_rule, _secret_rule):
+                 _sweep_rules, _tune_rules, _parallel_rule):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
             # The rule's inputs are themselves invalid; the schema has reported them.
             continue
-    return problems
+    return problems + check_security(recipe, smap)
 
 
 def _batch_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
@@ -107,15 +107,31 @@ def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 def _extra_args_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     out = []
     for flag in recipe["engine"]["extra_args"]:
-        name = str(flag).removeprefix("--")
-        path = ("engine", "extra_args", flag)
+        name = flag_name(flag)
         if name in FIRST_CLASS_FLAGS:
             out.append(smap.diagnostic(
-                path, f"'{name}' is a first-class recipe field",
+                ("engine", "extra_args", flag), f"'{name}' is a first-class recipe field",
                 f"set {FIRST_CLASS_FLAGS[name]} instead", prefer_key=True))
-        elif name not in KNOWN_FLAGS:
-            hint = did_you_mean(name, sorted(KNOWN_FLAGS)) or "see `vllm serve --help`"
-            out.append(smap.diagnostic(path, f"'{name}' is not a vLLM server flag mopt knows",
+    return out
+
+
+def flag_warnings(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """``extra_args`` flags the installed vLLM does not list (warnings, not errors)."""
+    try:
+        names = {flag_name(flag) for flag in recipe["engine"]["extra_args"]}
+    except (KeyError, TypeError, AttributeError):
+        return []
+    if not names:
+        return []
+    known, source = known_flags(names)
+    out = []
+    for flag in recipe["engine"]["extra_args"]:
+        name = flag_name(flag)
+        if name not in known and name not in FIRST_CLASS_FLAGS:
+            hint = did_you_mean(name, sorted(known)) or "see `vllm serve --help`"
+            out.append(smap.diagnostic(("engine", "extra_args", flag),
+                                       f"'{name}' is not a server flag of {source}; vLLM "
+                                       "will refuse it at launch if it is unknown there too",
                                        hint, prefer_key=True))
     return out
 
@@ -258,22 +274,3 @@ def _parallel_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             f"tensor_parallel_size {tp} needs {tp} accelerators; hardware.count is {count}",
             "raise hardware.count or lower tensor_parallel_size")]
     return []
-
-
-def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
-    """Secrets never sit in a recipe (recipes are archived and shared): use ${VAR}."""
-    out = []
-    engine = recipe["engine"]
-    for section, mapping in (("env", engine["env"]), ("extra_args", engine["extra_args"])):
-        for name, value in mapping.items():
-            if is_secret_name(str(name)) and not is_reference(value):
-                out.append(smap.diagnostic(
-                    ("engine", section, name),
-                    f"'{name}' looks like a secret written into the recipe",
-                    f"keep it in mopt's environment and write '${{{_env_name(name)}}}' here; "
-                    "mopt expands it at launch and never archives it"))
-    return out
-
-
-def _env_name(name: str) -> str:
-    return str(name).upper().replace("-", "_")

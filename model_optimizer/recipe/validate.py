@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 
 import jsonschema
 
@@ -100,4 +101,22 @@ def schema_diagnostics(doc: dict, smap: SourceMap, version: int | None = None) -
     out: list[Diagnostic] = []
     for error in validator.iter_errors(doc):
         out.extend(_one_error(error, smap))
-    return out
+    return out + _non_finite(doc, smap)
+
+
+#: where an infinite number means something (an unbounded arrival rate)
+_INFINITE_OK = {("workload", "request_rate")}
+
+
+def _non_finite(value: object, smap: SourceMap, path: tuple = ()) -> list[Diagnostic]:
+    """NaN anywhere, and infinity outside ``_INFINITE_OK``: JSON Schema lets both through."""
+    if isinstance(value, dict):
+        return [d for key, item in value.items() for d in _non_finite(item, smap, (*path, key))]
+    if isinstance(value, list):
+        return [d for i, item in enumerate(value) for d in _non_finite(item, smap, (*path, i))]
+    if not isinstance(value, float) or math.isfinite(value):
+        return []
+    if math.isinf(value) and value > 0 and path in _INFINITE_OK:
+        return []
+    return [smap.diagnostic(path, f"{value!r} is not a usable number here",
+                            "write a finite number")]

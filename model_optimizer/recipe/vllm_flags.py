@@ -1,10 +1,11 @@
-"""Long option names of vLLM's OpenAI server, as its argument parser lists them.
+"""A snapshot of the long option names of vLLM's OpenAI server (the fallback list).
 
 Read from vLLM 0.32.0's parser (``make_arg_parser``) with ``--`` and ``--no-`` stripped.
-``engine.extra_args`` is checked against this list so a misspelled flag fails at validation,
-not a minute into a launch. Flags that a recipe sets through a first-class field are
-listed in ``rules.FIRST_CLASS_FLAGS``.
+``recipe.flags`` asks the installed vLLM first and falls back to this list. Flags that a
+recipe sets through a first-class field are listed in ``rules.FIRST_CLASS_FLAGS``.
 """
+
+SNAPSHOT_VERSION = "0.32.0"
 
 KNOWN_FLAGS: frozenset[str] = frozenset({
     "additional-config",

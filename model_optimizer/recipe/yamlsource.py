@@ -3,6 +3,11 @@
 PyYAML's safe constructor builds the data, so a ``!!python/object`` tag is an error, never
 code. The composed node tree is walked once more to record ``file:line:column`` for each
 dotted path and to reject duplicate keys (plain PyYAML silently keeps the last one).
+
+Hostile input stays bounded: at most ``MAX_RECIPE_BYTES`` are read (``/dev/zero`` included),
+anchors and aliases are refused before anything is built (a few hundred bytes of nested
+aliases expand to gigabytes, and a self-referencing one never ends), and nesting deeper
+than ``MAX_DEPTH`` is refused before it reaches Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from model_optimizer.errors import Diagnostic, RecipeError
 
 MAX_RECIPE_BYTES = 1 << 20  # a recipe is a page of YAML; a megabyte is a mistake
 MAX_NODES = 100_000
+MAX_DEPTH = 64
 
 Path_ = tuple  # a path into the document: keys and list indexes
 
@@ -76,6 +82,10 @@ def _walk(node: yaml.Node, path: Path_, smap: SourceMap, problems: list[Diagnost
     if id(node) in seen:
         return
     seen.add(id(node))
+    if len(path) > MAX_DEPTH:
+        raise RecipeError([Diagnostic(smap.file, *_mark(node), dotted(path[:3]) + ".…",
+                                      f"nested more than {MAX_DEPTH} levels deep",
+                                      "a recipe is a few levels of sections")])
     if len(seen) > MAX_NODES:
         raise RecipeError([Diagnostic(smap.file, None, None, "",
                                       f"more than {MAX_NODES} YAML nodes; a recipe is small")])
@@ -133,14 +143,41 @@ def _yaml_error(exc: yaml.YAMLError, file: str) -> Diagnostic:
     return Diagnostic(file, line, column, "", f"YAML syntax: {problem}", hint)
 
 
+def _refuse_aliases_and_depth(text: str, file: str) -> None:
+    """Scan the token stream: no anchors or aliases, bounded nesting (nothing built yet)."""
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
+                kind = "anchor" if isinstance(token, yaml.AnchorToken) else "alias"
+                raise RecipeError([Diagnostic(
+                    file, token.start_mark.line + 1, token.start_mark.column + 1, "",
+                    f"YAML {kind} '{token.value}': recipes do not use anchors or aliases",
+                    "write the values out; they are a few lines")])
+            if isinstance(token, (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken,
+                                  yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)):
+                depth += 1
+            elif isinstance(token, (yaml.BlockEndToken, yaml.FlowMappingEndToken,
+                                    yaml.FlowSequenceEndToken)):
+                depth -= 1
+            if depth > MAX_DEPTH:
+                raise RecipeError([Diagnostic(
+                    file, token.start_mark.line + 1, token.start_mark.column + 1, "",
+                    f"nested more than {MAX_DEPTH} levels deep",
+                    "a recipe is a few levels of sections")])
+    except yaml.YAMLError as exc:
+        raise RecipeError([_yaml_error(exc, file)]) from None
+
+
 def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
     """Parse YAML bytes safely into data plus a :class:`SourceMap`; raise RecipeError."""
     if len(raw) > MAX_RECIPE_BYTES:
         raise RecipeError([Diagnostic(
             file, None, None, "",
-            f"file is {len(raw):,} bytes; recipes are limited to {MAX_RECIPE_BYTES:,}",
+            f"file is over {MAX_RECIPE_BYTES:,} bytes, the limit for recipes",
             "is this the right file?")])
     text = _decode(raw, file)
+    _refuse_aliases_and_depth(text, file)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -150,6 +187,10 @@ def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise RecipeError([_yaml_error(exc, file)]) from None
+    except (RecursionError, MemoryError, OverflowError) as exc:
+        raise RecipeError([Diagnostic(file, None, None, "",
+                                      f"cannot be read as a recipe ({type(exc).__name__})",
+                                      "a recipe is a page of plain YAML")]) from None
     finally:
         loader.dispose()
     smap = SourceMap(file)
@@ -160,11 +201,12 @@ def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
     return data, smap
 
 
-def read_yaml_file(path: str | Path) -> tuple[object, SourceMap]:
-    """Read and parse a YAML file; a missing or unreadable file is a RecipeError too."""
+def read_yaml_file(path: str | Path) -> tuple[object, SourceMap, bytes]:
+    """Read and parse a YAML file (data, positions, the bytes read); errors are RecipeErrors."""
     file = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:  # bounded: /dev/zero must not fill memory
+            raw = handle.read(MAX_RECIPE_BYTES + 1)
     except FileNotFoundError:
         raise RecipeError([Diagnostic(file, None, None, "", "file not found",
                                       "check the path; recipes live in recipes/")]) from None
@@ -174,4 +216,4 @@ def read_yaml_file(path: str | Path) -> tuple[object, SourceMap]:
     except OSError as exc:
         raise RecipeError([Diagnostic(file, None, None, "",
                                       f"cannot read: {exc.strerror}")]) from None
-    return parse_yaml(raw, file)
+    return (*parse_yaml(raw, file), raw)

@@ -54,8 +54,8 @@ from model_optimizer.errors import (
 from model_optimizer.measure import Measurement, measure_configuration, variant
 from model_optimizer.plan import PlanError, estimate, load_model_config
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
-from model_optimizer.runner import interrupts_deferred
 from model_optimizer.search import default_model_config, hardware_label, write_validated_revision
+from model_optimizer.signals import interrupts_deferred
 from model_optimizer.tune.evaluate import (
     TrialResult,
     constraint_values,

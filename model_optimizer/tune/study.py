@@ -27,6 +27,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
+from model_optimizer import secrets
 from model_optimizer.archive import utc_now
 from model_optimizer.errors import UsageError
 from model_optimizer.tune.space import TuneConfig
@@ -46,11 +47,8 @@ def sqlite_url(path: Path) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password hidden (for archives and messages)."""
-    try:
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except sqlalchemy.exc.ArgumentError:
-        return url
+    """``url`` with its password and query values hidden (for archives and messages)."""
+    return secrets.redact_url(url)
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, why: str) -> None:

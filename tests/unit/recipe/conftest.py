@@ -30,3 +30,19 @@ def write_recipe(tmp_path):
         path.write_text(text)
         return path
     return write
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path):
+    """An installed "vLLM 9.9" whose parser lists the snapshot plus 'swap-space' (no import)."""
+    from model_optimizer.recipe import flags
+    from model_optimizer.recipe.vllm_flags import KNOWN_FLAGS
+
+    asked = []
+    monkeypatch.setenv("MOPT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(flags, "installed_vllm_version", lambda: "9.9")
+    monkeypatch.setattr(flags, "_ask_vllm",
+                        lambda: asked.append(1) or KNOWN_FLAGS | {"swap-space"})
+    flags._installed_flags.cache_clear()
+    yield asked
+    flags._installed_flags.cache_clear()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from model_optimizer.errors import RecipeError
+from model_optimizer.errors import RecipeError, RecipeWarning
 from model_optimizer.recipe import load_recipe, load_recipe_text
 
 from .conftest import VALID
@@ -79,12 +79,17 @@ def test_cross_field_rules(write_recipe):
     assert "not an engine knob mopt can sweep" in messages["sweep.param"]
 
 
-def test_extra_args_are_checked_against_known_flags(write_recipe):
+def test_extra_args_first_class_flags_are_errors_unknown_flags_warnings(write_recipe, fake_vllm):
     text = VALID.replace("engine:\n", "engine:\n  extra_args: {swap-spac: 4, max-num-seqs: 2,"
                                       " disable-log-stats: true}\n")
     diags = {d.path: d for d in errors_of(write_recipe(text))}
-    assert set(diags) == {"engine.extra_args.swap-spac", "engine.extra_args.max-num-seqs"}
+    assert set(diags) == {"engine.extra_args.max-num-seqs"}
     assert "set engine.max_num_seqs instead" in diags["engine.extra_args.max-num-seqs"].hint
+    good = text.replace(" max-num-seqs: 2,", "")
+    with pytest.warns(RecipeWarning, match=r"'swap-spac' is not a server flag of vLLM 9\.9"):
+        loaded = load_recipe(write_recipe(good))
+    [warning] = loaded.warnings
+    assert warning.path == "engine.extra_args.swap-spac" and "swap-space" in warning.hint
 
 
 def test_secret_literals_are_refused_but_references_allowed(write_recipe):
@@ -122,7 +127,7 @@ def test_oversized_file_is_refused(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_bytes(b"recipe_version: 1\n" + b"# padding\n" * 200_000)
     [diag] = errors_of(path)
-    assert "limited to" in diag.message
+    assert "the limit for recipes" in diag.message
 
 
 def test_missing_file(tmp_path):
@@ -130,9 +135,10 @@ def test_missing_file(tmp_path):
     assert diag.message == "file not found"
 
 
-def test_alias_bomb_is_not_expanded():
+def test_alias_bomb_is_refused_before_anything_is_built():
     text = "recipe_version: 1\nname: x\nmodel: {path: m}\na: &a [1, 2]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(20))
     with pytest.raises(RecipeError) as info:
         load_recipe_text(text)
-    assert all("unknown key" in d.message for d in info.value.diagnostics)
+    [diag] = info.value.diagnostics
+    assert "anchor 'a'" in diag.message and (diag.line, diag.column) == (4, 4)

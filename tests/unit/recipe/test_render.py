@@ -19,7 +19,8 @@ def test_tiny_cpu_argv_is_exact():
         "/py", "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(ROOT / "models" / "tiny-llama"),
         "--served-model-name", "tiny-llama", "--dtype", "bfloat16",
-        "--host", "127.0.0.1", "--port", "8123", "--kv-cache-dtype", "auto",
+        "--no-trust-remote-code", "--host", "127.0.0.1", "--port", "8123",
+        "--kv-cache-dtype", "auto",
         "--block-size", "32", "--max-model-len", "512", "--max-num-seqs", "8",
         "--max-num-batched-tokens", "2048", "--no-enable-prefix-caching",
         "--tensor-parallel-size", "1", "--enforce-eager"]
@@ -35,7 +36,8 @@ def test_gpu_recipe_argv_is_exact():
     assert argv[3:] == [
         "--model", "TheBloke/Llama-2-7B-Chat-GPTQ", "--served-model-name", "llama-2-7b-chat",
         "--revision", "main", "--quantization", "gptq", "--dtype", "float16",
-        "--host", "127.0.0.1", "--port", "9000", "--kv-cache-dtype", "fp8",
+        "--no-trust-remote-code", "--host", "127.0.0.1", "--port", "9000",
+        "--kv-cache-dtype", "fp8",
         "--block-size", "32", "--max-model-len", "4096", "--max-num-seqs", "24",
         "--max-num-batched-tokens", "4096", "--gpu-memory-utilization", "0.9",
         "--enable-prefix-caching", "--tensor-parallel-size", "1", "--enforce-eager",

@@ -1,0 +1,167 @@
+"""What a recipe may make the server load or expose: code-loading settings, secrets, binding.
+
+Recipes are files people share, and mopt starts a server from them. So:
+
+- ``engine.extra_args`` may not set ``config`` (mopt renders the whole configuration itself;
+  a vLLM config file could turn ``trust-remote-code`` on behind the recipe's back);
+- a vLLM flag or an environment variable that loads code (a class by its import path, a
+  plugin file, a logging config, a preloaded library, a module path) or opens the local disk
+  to requests is refused unless the recipe names it in ``engine.allow_code``; ``mopt show``
+  prints that list next to the trust setting;
+- secrets are never written into a recipe (use ``${VAR}``), see ``model_optimizer.secrets``;
+- the server binds to an explicit address (an empty host would bind every interface).
+"""
+
+from __future__ import annotations
+
+from model_optimizer.errors import Diagnostic
+from model_optimizer.recipe.yamlsource import SourceMap
+from model_optimizer.secrets import contains_secret, looks_like_token
+
+#: flags mopt never passes: it renders the configuration itself
+REFUSED_FLAGS = {
+    "config": "mopt renders the whole vLLM configuration from the recipe; a vLLM config file "
+              "could set trust-remote-code behind its back. Put each setting in the recipe",
+}
+
+#: vLLM flags that load code or open the local disk to requests, and why
+CODE_FLAGS = {
+    "middleware": "imports an ASGI middleware by its Python path",
+    "worker-cls": "imports a worker class by its Python path",
+    "worker-extension-cls": "imports a worker extension class by its Python path",
+    "scheduler-cls": "imports a scheduler class by its Python path",
+    "logits-processors": "imports logits processors by their Python path",
+    "tool-parser-plugin": "executes a Python file",
+    "reasoning-parser-plugin": "executes a Python file",
+    "io-processor-plugin": "loads an IO processor plugin",
+    "distributed-executor-backend": "may import an executor class by its Python path",
+    "compilation-config": "may import inductor passes by their Python path",
+    "kv-transfer-config": "may import a KV connector module",
+    "ec-transfer-config": "may import an encoder-cache connector module",
+    "log-config-file": "a logging config can instantiate any class",
+    "logging-config": "a logging config can instantiate any class",
+    "allowed-local-media-path": "lets every request read files under that path",
+    "trust-request-chat-template": "lets requests supply their own chat templates",
+    "trust-request-mm-kwargs": "lets requests pass processor arguments",
+}
+
+#: environment variables that load code or libraries into the server
+CODE_ENV = {
+    "LD_PRELOAD": "preloads a shared library into every process",
+    "LD_AUDIT": "loads an audit library into every process",
+    "LD_LIBRARY_PATH": "changes which shared libraries load",
+    "PYTHONPATH": "changes which Python modules load",
+    "PYTHONHOME": "changes which Python standard library loads",
+    "PYTHONSTARTUP": "runs a Python file",
+    "PYTHONUSERBASE": "changes which Python modules load",
+    "PYTHONWARNINGS": "may import a module to resolve a warning category",
+    "PYTHONBREAKPOINT": "imports a callable by its Python path",
+    "PYTHONINSPECT": "drops the server into an interactive prompt",
+    "VLLM_PLUGINS": "loads vLLM plugins",
+    "VLLM_LOGGING_CONFIG_PATH": "a logging config can instantiate any class",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "lets the engine unpickle data (code)",
+    "VLLM_NCCL_SO_PATH": "loads a shared library",
+    "VLLM_CUDART_SO_PATH": "loads a shared library",
+    "VLLM_RUST_FRONTEND_PATH": "runs an executable",
+}
+
+
+def flag_name(key: object) -> str:
+    """An ``extra_args`` key as vLLM's long flag name (``--no-x`` and ``x`` alike)."""
+    name = str(key).removeprefix("--")
+    return name.removeprefix("no-") if name.startswith("no-") else name
+
+
+def code_settings(recipe: dict) -> list[str]:
+    """The code-loading flags and variables a resolved recipe sets (what ``show`` prints)."""
+    engine = recipe["engine"]
+    flags = [flag_name(k) for k in engine["extra_args"] if flag_name(k) in CODE_FLAGS]
+    env = [str(k) for k in engine["env"] if str(k) in CODE_ENV]
+    return sorted(set(flags)) + sorted(set(env))
+
+
+def check_security(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Every refused setting of a resolved recipe."""
+    out: list[Diagnostic] = []
+    for rule in (_refused_flags, _code_rule, _secret_rule, _token_rule, _host_rule):
+        try:
+            out.extend(rule(recipe, smap))
+        except (KeyError, TypeError, AttributeError, ValueError):
+            continue  # malformed input: the schema has reported it
+    return out
+
+
+def _refused_flags(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    return [smap.diagnostic(("engine", "extra_args", key), f"'{flag_name(key)}' is refused",
+                            REFUSED_FLAGS[flag_name(key)], prefer_key=True)
+            for key in recipe["engine"]["extra_args"] if flag_name(key) in REFUSED_FLAGS]
+
+
+def _code_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    engine = recipe["engine"]
+    allowed = {str(name) for name in engine.get("allow_code") or []}
+    out = []
+    for section, table, key_of in (("extra_args", CODE_FLAGS, flag_name), ("env", CODE_ENV, str)):
+        for key in engine[section]:
+            name = key_of(key)
+            if name in table and name not in allowed:
+                out.append(smap.diagnostic(
+                    ("engine", section, key),
+                    f"'{name}' {table[name]}: mopt does not let a recipe load code unasked",
+                    f"if you trust this recipe, add '{name}' to engine.allow_code",
+                    prefer_key=True))
+    for index, name in enumerate(engine.get("allow_code") or []):
+        if name not in CODE_FLAGS and name not in CODE_ENV:
+            out.append(smap.diagnostic(
+                ("engine", "allow_code", index),
+                f"'{name}' is not a code-loading flag or variable mopt guards",
+                "list only names mopt refused, e.g. worker-extension-cls or PYTHONPATH"))
+    return out
+
+
+def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Secrets never sit in a recipe (recipes are archived and shared): use ${VAR}."""
+    out = []
+    engine = recipe["engine"]
+    for section in ("env", "extra_args"):
+        for name, value in engine[section].items():
+            if contains_secret(str(name), value):
+                out.append(smap.diagnostic(
+                    ("engine", section, name),
+                    f"'{name}' looks like a secret written into the recipe",
+                    f"keep it in mopt's environment and write '${{{_env_name(name)}}}' here; "
+                    "mopt expands it at launch and never archives it"))
+    return out
+
+
+def _token_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """A credential-shaped value anywhere else in the recipe (description, model path)."""
+    out: list[Diagnostic] = []
+
+    def walk(value: object, path: tuple) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if path + (key,) not in (("engine", "env"), ("engine", "extra_args")):
+                    walk(item, path + (key,))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, path + (index,))
+        elif looks_like_token(value):
+            out.append(smap.diagnostic(path, "this value looks like a credential (token or "
+                                             "key); recipes are archived and shared",
+                                       "remove it; pass secrets as ${VAR} in engine.env"))
+    walk(recipe, ())
+    return out
+
+
+def _host_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    host = recipe["engine"]["host"]
+    if isinstance(host, str) and not host.strip():
+        return [smap.diagnostic(("engine", "host"), "an empty host binds every interface",
+                                "use 127.0.0.1 (loopback), or 0.0.0.0 if you mean to expose "
+                                "the server")]
+    return []
+
+
+def _env_name(name: object) -> str:
+    return str(name).upper().replace("-", "_")
