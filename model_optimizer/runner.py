@@ -32,6 +32,7 @@ from model_optimizer.errors import (
 )
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
+from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
 from model_optimizer.secrets import (
@@ -155,6 +156,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     port = engine_cfg["port"] or free_port(host)
     argv = vllm_argv(recipe, loaded.base_dir, port=port)
     env = server_env(recipe)
+    reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name)
     _write_start(archive, loaded, argv, env, {"workload": workload, **(archive_extra or {})})
     base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
@@ -200,7 +202,7 @@ def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
             outcome: RunOutcome) -> None:
     emit("starting", {"argv": engine.argv})
     engine.start()
-    archive.set_status("running", phase="starting", server_pid=engine.pid)
+    archive.set_status("running", phase="starting", **engine.identity())
     try:
         outcome.ready_after_s = engine.wait_ready(
             on_tick=lambda elapsed: emit("waiting", {"elapsed_s": elapsed}))
@@ -266,6 +268,7 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     """
     emit = on_event or (lambda phase, data: None)
     recipe, workload = loaded.resolved, effective_workload(loaded.resolved)
+    reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench")
     _write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
                                            "model": model_name, "workload": workload})

@@ -52,8 +52,9 @@ _TOKEN_PATTERNS = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
 )
 _TOKEN_RE = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(_TOKEN_PATTERNS) + ")")
-#: a long random-looking word: letters of both cases and digits, no path separators
-_RANDOM_RE = re.compile(r"(?<![A-Za-z0-9_\-/.])[A-Za-z0-9_\-+=]{32,}(?![A-Za-z0-9_\-/.])")
+#: a long random-looking word: letters of both cases and digits, nothing else (run ids,
+#: paths and model names have separators)
+_RANDOM_RE = re.compile(r"(?<![A-Za-z0-9_\-/.])[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-/.])")
 _URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>]+")
 
 
@@ -88,7 +89,7 @@ def is_reference(value: object) -> bool:
 
 
 def _random_looking(word: str) -> bool:
-    return (any(c.islower() for c in word) and any(c.isupper() for c in word)
+    return (sum(c.islower() for c in word) >= 3 and sum(c.isupper() for c in word) >= 3
             and sum(c.isdigit() for c in word) >= 2)
 
 
