@@ -8,7 +8,10 @@ what happened with whatever was measured.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,7 @@ from model_optimizer.errors import (
 )
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
+from model_optimizer.load.prompts import LazyPrompts
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
@@ -45,7 +49,13 @@ from model_optimizer.secrets import (
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import TelemetrySampler, hardware_seen
 
+log = logging.getLogger(__name__)
 EventCallback = Callable[[str, dict], None]
+NO_REQUEST_COMPLETED = "no_request_completed"
+INTERNAL_ERROR = "internal_error"
+RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR)  # during the load: exit 5
+#: the success rate a run must reach when the recipe sets no slo.min_success_rate
+DEFAULT_MIN_SUCCESS_RATE = 0.95
 PROMPT_POOL = 512  # distinct prompts for duration-bound loads (cycled)
 
 
@@ -77,7 +87,7 @@ class RunOutcome:
         """The CLI exit code for this outcome."""
         if self.ok:
             return EXIT_OK if self.slo_met else EXIT_SLO_FAILED
-        if self.failure is not None and self.status != failed_status("engine_died"):
+        if self.failure is not None and self.failure.kind not in RUNTIME_FAILURES:
             return EXIT_START_FAILED
         return EXIT_RUN_FAILED
 
@@ -175,6 +185,8 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         outcome.status = STATUS_INTERRUPTED
         _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
+    except Exception as exc:  # noqa: BLE001 - one failed run never ends a sweep or a tune
+        _internal_failure(archive, outcome, exc)
     finally:
         with interrupts_deferred():
             emit("stopping", {})
@@ -230,10 +242,10 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
         outcome.failure = failure
         outcome.status = failed_status(failure.kind)
         archive.write_json("failure.json", failure.to_dict())
-    else:
-        outcome.status = STATUS_OK
     _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
                     stopped_reason=result.stopped_reason)
+    if failure is None:
+        _judge_completed(archive, measurement, outcome)
 
 
 def measure_endpoint(base_url: str, model_name: str, tokenizer_dir: str, workload: dict,
@@ -244,8 +256,7 @@ def measure_endpoint(base_url: str, model_name: str, tokenizer_dir: str, workloa
     count = prompts_needed(workload) or PROMPT_POOL
     source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
                           workload["shared_prefix_tokens"], workload["seed"])
-    prompts = (source.chat_messages(count) if workload["endpoint"] == "chat"
-               else source.make(count))
+    prompts = LazyPrompts(source, count, chat=workload["endpoint"] == "chat")
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
     sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
@@ -278,9 +289,9 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     try:
         result = measure_endpoint(base_url, model_name, tokenizer_dir, workload, archive,
                                   measurement, emit, outcome)
-        outcome.status = STATUS_OK
         _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
                         stopped_reason=result.stopped_reason)
+        _judge_completed(archive, measurement, outcome)
     except KeyboardInterrupt:
         _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
@@ -290,6 +301,38 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     return outcome
 
 
+def _internal_failure(archive: RunArchive, outcome: RunOutcome, exc: Exception) -> None:
+    """A bug or an unexpected error during a run: archived as a failed run, with the trace."""
+    log.error("run %s failed inside mopt", archive.id, exc_info=exc)
+    trace = traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:]
+    outcome.failure = Failure(INTERNAL_ERROR, f"mopt itself failed: {type(exc).__name__}: "
+                              f"{exc}; please report it", [line.rstrip() for line in trace])
+    outcome.status = failed_status(INTERNAL_ERROR)
+    with contextlib.suppress(OSError):
+        archive.write_json("failure.json", outcome.failure.to_dict())
+
+
+def _judge_completed(archive: RunArchive, measurement: _Measurement,
+                     outcome: RunOutcome) -> None:
+    """Mark the run ok once its figures exist, or failed when no request completed."""
+    if outcome.metrics.get("completed"):
+        outcome.status = STATUS_OK
+        return
+    errors = list(dict.fromkeys(r.error for r in measurement.records if r.error))[:5]
+    outcome.failure = Failure(NO_REQUEST_COMPLETED, "no measured request succeeded; the "
+                              "errors are in requests.jsonl", errors)
+    outcome.status = failed_status(NO_REQUEST_COMPLETED)
+    archive.write_json("failure.json", outcome.failure.to_dict())
+
+
+def effective_slo(recipe: dict) -> dict:
+    """The recipe's SLOs, with ``DEFAULT_MIN_SUCCESS_RATE`` when it sets no success rate."""
+    slo = dict(recipe.get("slo") or {})
+    if slo.get("min_success_rate") is None:
+        slo["min_success_rate"] = DEFAULT_MIN_SUCCESS_RATE
+    return slo
+
+
 def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
                     outcome: RunOutcome, window_s: float | None,
                     stopped_reason: str | None = None) -> None:
@@ -297,7 +340,7 @@ def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
         first_sent = min(r.sent_at for r in measurement.records)
         last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
         window_s = max(last_done - first_sent, 0.0) or None
-    metrics = summarize(measurement.records, window_s, recipe.get("slo"),
+    metrics = summarize(measurement.records, window_s, effective_slo(recipe),
                         output_tokens_expected=workload["output_tokens"])
     metrics["stopped_reason"] = stopped_reason
     metrics["ready_after_s"] = outcome.ready_after_s

@@ -32,7 +32,11 @@ def served_models(url: str) -> list[str]:
     try:
         session = requests.Session()
         session.trust_env = False  # never route a benchmark through a proxy from the env
-        response = session.get(f"{url}/v1/models", timeout=10)
+        response = session.get(f"{url}/v1/models", timeout=10, allow_redirects=False)
+        if response.is_redirect:
+            raise UsageError(f"{url}/v1/models redirects (HTTP {response.status_code}) to "
+                             f"{response.headers.get('Location')!r}; mopt does not follow "
+                             "redirects: pass the server's own --url")
         response.raise_for_status()
         return [m["id"] for m in response.json().get("data", [])]
     except (requests.RequestException, ValueError, KeyError) as exc:

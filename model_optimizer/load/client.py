@@ -49,6 +49,7 @@ import aiohttp
 from model_optimizer.load.stats import percentile
 
 PROGRESS_INTERVAL_S = 0.5
+MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
 STOP_POLL_INTERVAL_S = 0.1
 ERROR_BODY_CHARS = 300
 
@@ -118,6 +119,9 @@ class _SSEParser:
         """Add received bytes; return the data of every event they complete."""
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
+        if len(self._buffer) > MAX_SSE_LINE_BYTES:
+            raise _StreamError(f"an SSE line ran over {MAX_SSE_LINE_BYTES} bytes without a "
+                               "newline")
         events: list[str] = []
         for raw_line in lines:
             self._line(raw_line.rstrip(b"\r"), events)
@@ -149,7 +153,7 @@ def _is_content_chunk(choices: list, chat: bool) -> bool:
     if not chat:
         return True
     delta = choices[0].get("delta") or {}
-    if "role" not in delta:
+    if not isinstance(delta, dict) or "role" not in delta:
         return True
     return bool(delta.get("content") or delta.get("reasoning_content")
                 or delta.get("reasoning") or delta.get("tool_calls"))
@@ -177,6 +181,10 @@ class _StreamState:
         if event.get("error"):
             raise _StreamError(f"error in stream: {_error_message(event)}")
         choices = event.get("choices")
+        if choices is not None and not (isinstance(choices, list)
+                                        and all(isinstance(c, dict) for c in choices)):
+            raise _StreamError(f"malformed chunk: choices is {type(choices).__name__}, "
+                               "not a list of objects")
         if choices and _is_content_chunk(choices, self.chat):
             self.chunk_offsets_s.append(now_perf - self.sent_perf)
         if isinstance(event.get("usage"), dict):
@@ -386,6 +394,8 @@ class _LoadRun:
             record.error = str(exc)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             record.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - every failure is a classified record
+            record.error = f"unexpected {type(exc).__name__}: {str(exc)[:ERROR_BODY_CHARS]}"
         finish_perf = time.perf_counter()
         record.finished_at = self.clock.wall(finish_perf)
         if not warmup:
@@ -395,8 +405,13 @@ class _LoadRun:
 
     async def _post(self, payload: dict, record: RequestRecord, state: _StreamState) -> None:
         assert self.session is not None
-        async with self.session.post(self.url, json=payload) as response:
+        async with self.session.post(self.url, json=payload,
+                                     allow_redirects=False) as response:
             record.status = response.status
+            if 300 <= response.status < 400:
+                record.error = (f"HTTP {response.status}: redirect to "
+                                f"{response.headers.get('Location', '?')!r} not followed")
+                return
             if response.status != 200:
                 record.error = f"HTTP {response.status}: {await _error_text(response)}"
                 return
@@ -526,8 +541,15 @@ def _check_complete(record: RequestRecord, state: _StreamState) -> None:
         record.error = "no generated output in stream"
     elif state.usage is None:
         record.error = "no usage in stream (server ignored stream_options.include_usage)"
+    elif not _count(state.usage.get("completion_tokens")):
+        record.error = ("malformed usage: completion_tokens is "
+                        f"{state.usage.get('completion_tokens')!r}, not a whole number")
     else:
         record.ok = True
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _fill_timings(record: RequestRecord, state: _StreamState) -> None:
@@ -538,8 +560,9 @@ def _fill_timings(record: RequestRecord, state: _StreamState) -> None:
     if offsets:
         record.ttft_s, record.e2e_s = offsets[0], offsets[-1]
     if state.usage is not None:
-        record.output_tokens = state.usage.get("completion_tokens")
-        record.prompt_tokens = state.usage.get("prompt_tokens")
+        output, prompt = state.usage.get("completion_tokens"), state.usage.get("prompt_tokens")
+        record.output_tokens = output if _count(output) else None
+        record.prompt_tokens = prompt if _count(prompt) else None
 
 
 async def run_load(

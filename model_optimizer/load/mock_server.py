@@ -21,6 +21,10 @@ Failure injection counts requests to the two generation endpoints from 1 in arri
 every ``fail_every_n``-th gets HTTP ``fail_status`` with an OpenAI error body, every
 ``drop_every_n``-th has its connection dropped after ``drop_after_chunks`` chunks, every
 ``stream_error_every_n``-th gets an ``error`` event after its first chunk (then ``[DONE]``).
+Hostile-server faults (for hardening tests): ``redirect_to`` answers every generation
+request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whose
+``choices`` is an object; ``string_usage`` reports ``completion_tokens`` as a string;
+``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded).
 
 Use it in a background thread (``with MockServer(ttft_s=0.05, itl_s=0.01) as server:
 server.url``) or as a process: ``python -m model_optimizer.load.mock_server --port 8000``.
@@ -56,6 +60,10 @@ class MockConfig:
     drop_every_n: int = 0
     drop_after_chunks: int = 1
     stream_error_every_n: int = 0
+    redirect_to: str | None = None
+    malformed_choices_every_n: int = 0
+    string_usage: bool = False
+    no_newlines: bool = False
 
 
 @dataclass
@@ -165,6 +173,8 @@ class MockApp:
         if body.get("model") not in (None, config.model):
             message = f"The model `{body.get('model')}` does not exist."
             return web.json_response(_error_body(message, 404), status=404)
+        if config.redirect_to:
+            raise web.HTTPTemporaryRedirect(config.redirect_to)
         if config.fail_every_n and number % config.fail_every_n == 0:
             message = f"injected failure on request {number}"
             return web.json_response(_error_body(message, config.fail_status),
@@ -205,8 +215,9 @@ class _Job:
         return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
                 "stop_reason": None}
 
-    def _usage(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.output_tokens,
+    def _usage(self) -> dict[str, Any]:
+        completion = str(self.output_tokens) if self.config.string_usage else self.output_tokens
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
                 "total_tokens": self.prompt_tokens + self.output_tokens}
 
     def _ready_at(self, token_index: int) -> float:
@@ -247,6 +258,12 @@ class _Job:
         stream_error = (bool(config.stream_error_every_n)
                         and self.number % config.stream_error_every_n == 0)
         ranges = _chunk_ranges(self.output_tokens, max(1, config.tokens_per_chunk))
+        if config.no_newlines:
+            return await self._endless_line(response)
+        malformed = (bool(config.malformed_choices_every_n)
+                     and self.number % config.malformed_choices_every_n == 0)
+        if malformed:
+            await _send_event(response, self._envelope({"0": {"text": "x"}}))  # type: ignore[arg-type]
         for chunk_index, (first, end) in enumerate(ranges):
             if drop and chunk_index >= config.drop_after_chunks:
                 self.request.transport.abort()  # the client sees a truncated stream
@@ -264,6 +281,14 @@ class _Job:
             if options.get("include_usage"):
                 await _send_event(response, self._envelope([], usage=self._usage()))
         await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+    async def _endless_line(self, response: web.StreamResponse) -> web.StreamResponse:
+        """``data: xxxx...`` without a newline until the client gives up (bounded here too)."""
+        for _ in range(64):  # 64 x 64 KiB = 4 MiB, past the client's 1 MiB line limit
+            await response.write(b"data: " + b"x" * 65536)
         await response.write_eof()
         return response
 
