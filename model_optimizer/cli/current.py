@@ -11,7 +11,6 @@ from rich.console import Console
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.history.current import require_current
-from model_optimizer.preflight import enforce
 from model_optimizer.recipe import LoadedRecipe
 
 OptionalRecipeArg = Annotated[Path | None, typer.Argument(
@@ -35,6 +34,8 @@ def recipe_or_current(recipe: Path | None, command: str, out: Console,
 
 def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console) -> None:
     """Preflight ``loaded``: exit 2 (PreflightError) on a refusal, else print warnings."""
+    from model_optimizer.preflight import enforce
+
     for line in enforce(loaded, force=force):
         out.print(f"preflight: {line}", style="yellow", highlight=False, markup=False,
                   soft_wrap=True)
@@ -51,3 +52,30 @@ def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: st
     loaded = load_recipe(path, overrides)
     check_before_launch(loaded, force, err_console)
     return loaded
+
+
+def archived_recipe(search_dir: Path) -> LoadedRecipe | None:
+    """The recipe an interrupted sweep or tune resumes with (its given text and overrides),
+    or None when the archive cannot tell (the resume itself then reports why)."""
+    import json
+
+    from model_optimizer.errors import MoptError
+    from model_optimizer.recipe import load_recipe_text
+
+    try:
+        state = json.loads((search_dir / "state.json").read_text(encoding="utf-8"))
+        given = (search_dir / "recipe.given.yaml").read_text(encoding="utf-8")
+        loaded = load_recipe_text(given, str(state["recipe_file"]), state.get("overrides"))
+    except (OSError, ValueError, KeyError, TypeError, MoptError):
+        return None
+    loaded.path = Path(state["recipe_file"])  # relative model paths resolve from it
+    return loaded
+
+
+def check_resume(search_dir: Path, force: bool) -> None:
+    """Preflight the recipe an interrupted search will relaunch (exit 2 on a refusal)."""
+    from model_optimizer.cli.common import err_console
+
+    loaded = archived_recipe(Path(search_dir))
+    if loaded is not None:
+        check_before_launch(loaded, force, err_console)

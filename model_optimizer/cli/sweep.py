@@ -19,7 +19,12 @@ from model_optimizer.cli.common import (
     handle_errors,
 )
 from model_optimizer.cli.completion import complete_search
-from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, prepare_launch
+from model_optimizer.cli.current import (
+    ForceOption,
+    OptionalRecipeArg,
+    check_resume,
+    prepare_launch,
+)
 from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
 
@@ -109,6 +114,7 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
         if recipe is not None or overrides:
             raise UsageError("--resume continues a sweep with its archived recipe and "
                              "settings; give no RECIPE or --set with it")
+        check_resume(resume, force)
         return resume_sweep(resume, on_event=progress)
     loaded = prepare_launch(recipe, overrides, "sweep", force, runs_dir_opt,
                             progress.console is err_console)

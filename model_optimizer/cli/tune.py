@@ -19,7 +19,12 @@ from model_optimizer.cli.common import (
     handle_errors,
 )
 from model_optimizer.cli.completion import complete_search
-from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, prepare_launch
+from model_optimizer.cli.current import (
+    ForceOption,
+    OptionalRecipeArg,
+    check_resume,
+    prepare_launch,
+)
 from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
 
@@ -128,6 +133,7 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
             raise UsageError("--resume continues a tune with its archived recipe and "
                              "settings; give no RECIPE, --set, --sampler, --seed or "
                              "--max-minutes with it (--n-trials extends the budget)")
+        check_resume(resume, force)
         return resume_tune(resume, storage=storage, n_trials=flags["n_trials"],
                            on_event=progress)
     loaded = prepare_launch(recipe, overrides, "tune", force, runs_dir_opt,

@@ -193,3 +193,18 @@ def test_apply_sweep_tune_refuse_before_any_launch(tmp_path, monkeypatch):
         paths = [error["path"] for error in json.loads(result.stdout)["errors"]]
         assert sorted(paths) == ["hardware.accelerator", "model.path"], command
         assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_resume_is_preflighted_with_the_archived_recipe(tmp_path, monkeypatch):
+    monkeypatch.setattr("model_optimizer.preflight.Machine",
+                        lambda: gpu_machine(gpus=[], cached=True))
+    search = tmp_path / "runs" / "20261130T000000Z-7b-int4-a10-sweep-abcdef"
+    search.mkdir(parents=True)
+    (search / "recipe.given.yaml").write_text(A10.read_text())
+    state = {"recipe_file": str(A10), "overrides": ["engine.max_num_seqs=16"]}
+    (search / "state.json").write_text(json.dumps(state))
+    for command in ("sweep", "tune"):
+        result = runner.invoke(app, [command, "--resume", str(search)])
+        assert result.exit_code == 2, result.output
+        assert f"{A10}:25:16: hardware.accelerator: the recipe is for A10" in result.output
+    assert sorted(p.name for p in search.iterdir()) == ["recipe.given.yaml", "state.json"]
