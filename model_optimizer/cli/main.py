@@ -10,6 +10,7 @@ from model_optimizer.cli.bench import bench
 from model_optimizer.cli.diff import diff
 from model_optimizer.cli.init import init
 from model_optimizer.cli.plan import plan
+from model_optimizer.cli.quantize import quantize
 from model_optimizer.cli.rollback import rollback
 from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
@@ -35,6 +36,7 @@ app.command()(apply)
 app.command()(bench)
 app.command()(sweep)
 app.command()(tune)
+app.command()(quantize)
 app.command("tiny-model")(tiny_model)
 app.add_typer(runs_app, name="runs")
 app.command()(diff)

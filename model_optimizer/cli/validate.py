@@ -18,6 +18,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.current import recipe_or_current
 from model_optimizer.errors import EXIT_USAGE, RecipeError, UsageError
+from model_optimizer.history.drift import pinned_checkpoint_messages
 from model_optimizer.recipe import load_recipe
 
 
@@ -26,12 +27,16 @@ def validate(
         help="Recipe files to check (default: the current recipe, see `mopt status`).",
         show_default=False, autocompletion=complete_recipe)] = None,
     overrides: SetOption = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Also fail (exit 2) when a pinned checkpoint (model.pins) differs "
+                         "from the model folder on disk (default: warn).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Check recipes: schema, cross-field rules, overrides. Exit 0 when all are valid, 2 if not.
 
     Every problem is reported at once, as file:line:column, with the dotted key path and
-    a suggested fix. Nothing is run or written.
+    a suggested fix. A recipe whose model.pins name a checkpoint hash is checked against
+    the model folder (each changed file named). Nothing is run or written.
     """
     if not recipes:
         try:
@@ -43,8 +48,10 @@ def validate(
     for path in recipes:
         try:
             loaded = load_recipe(path, overrides)
-            results.append({"file": str(path), "ok": True, "name": loaded.name,
-                            "revision": loaded.resolved["revision"], "errors": []})
+            drift = pinned_checkpoint_messages(loaded.resolved, loaded.base_dir)
+            results.append({"file": str(path), "ok": not (strict and drift), "name": loaded.name,
+                            "revision": loaded.resolved["revision"], "errors": [],
+                            "drift": drift, "text": "; ".join(drift)})
         except RecipeError as exc:
             results.append({"file": str(path), "ok": False,
                             "errors": [d.to_dict() for d in exc.diagnostics], "text": exc.format()})
@@ -54,6 +61,8 @@ def validate(
                                               for r in results]})
     else:
         for result in results:
+            for message in result.get("drift", []):
+                err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
             if result["ok"]:
                 console.print(f"[green]ok[/]  {result['file']}  "
                               f"({result['name']}, revision {result['revision']})",

@@ -4,12 +4,20 @@
 the recipe's ``validated`` block and warns when they differ; with ``--strict`` the
 difference is an error and nothing is launched. A recipe without a ``validated`` block, or a
 block without the figure in question, has nothing to drift from.
+
+A revision whose ``model.pins`` name a checkpoint hash (written by `mopt quantize` and
+`mopt optimize`) is also checked against the model folder on disk: a changed, added or
+missing weight or config file is drift too, named file by file.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.errors import UsageError
+from model_optimizer.models.pins import pin_messages
+from model_optimizer.recipe.render import model_location
 
 
 class DriftError(UsageError):
@@ -42,12 +50,23 @@ def drift_messages(resolved: dict, installed_vllm: str | None,
     return messages
 
 
-def check_drift(resolved: dict, strict: bool = False) -> list[str]:
-    """Drift messages for ``resolved`` on this machine; raise DriftError when ``strict``."""
-    if not resolved.get("validated"):
+def pinned_checkpoint_messages(resolved: dict, base_dir: Path | None) -> list[str]:
+    """How the model folder differs from ``model.pins`` (empty without pins)."""
+    pins = (resolved.get("model") or {}).get("pins")
+    if not pins:
         return []
-    messages = drift_messages(resolved, vllm_version(), current_hardware())
+    return pin_messages(pins, Path(model_location(resolved, base_dir)))
+
+
+def check_drift(resolved: dict, strict: bool = False, base_dir: Path | None = None
+                ) -> list[str]:
+    """Drift messages for ``resolved`` on this machine (and its pinned checkpoint, when
+    ``base_dir``, the recipe's folder, is given); raise DriftError when ``strict``."""
+    messages = pinned_checkpoint_messages(resolved, base_dir) if base_dir is not None else []
+    if resolved.get("validated"):
+        messages += drift_messages(resolved, vllm_version(), current_hardware())
     if messages and strict:
         raise DriftError("; ".join(messages) + ". Refusing to run with --strict: re-validate "
-                         "the recipe here (mopt sweep), or run without --strict.")
+                         "the recipe here (mopt sweep, mopt optimize), or run without "
+                         "--strict.")
     return messages

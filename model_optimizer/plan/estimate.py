@@ -47,6 +47,7 @@ from model_optimizer.plan.accelerators import (
     vllm_default_max_num_seqs,
 )
 from model_optimizer.plan.kvcache import DTYPE_BYTES, kv_dtype, kv_dtype_verdict
+from model_optimizer.plan.quant_schemes import gpu_only_problem
 
 GPU_RESERVE_GIB = 1.0
 DEFAULT_BLOCK_SIZE_GPU = 16
@@ -398,7 +399,7 @@ def estimate(recipe: dict[str, Any], model_config: dict[str, Any]) -> PlanReport
     report = _memory_report(shape, model, engine, accel)
     _fill_kv(report, engine, accel, workload)
     _fill_decode_floors(report)
-    _check(report, shape, engine, hardware)
+    _check(report, shape, engine, hardware, model)
     return report
 
 
@@ -487,13 +488,17 @@ def _fill_decode_floors(report: PlanReport) -> None:
     ]
 
 
-def _check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict) -> None:
+def _check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
+           recipe_model: dict) -> None:
     """Fill ``problems`` (vLLM will not start) and ``warnings`` (the workload suffers)."""
     _check_parallelism(report, shape, hardware)
     _check_memory(report)
     _check_max_model_len(report, shape, engine)
     problem, note = kv_dtype_verdict(report.kv_cache_dtype, report.accelerator == "cpu")
     report.problems += [problem] if problem else []
+    made_by = ((recipe_model.get("pins") or {}).get("quantize") or {}).get("scheme")
+    if gpu_only := gpu_only_problem(made_by, report.accelerator == "cpu"):
+        report.problems.append(gpu_only)
     report.notes += [note] if note else []
     if report.accelerator == "cpu" and report.block_size % CPU_BLOCK_MULTIPLE:
         report.problems.append(

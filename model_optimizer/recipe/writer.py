@@ -55,13 +55,23 @@ def _insert_child(lines: list[str], smap, section: tuple, key: str, value: objec
                 and p[: len(section)] == section]
     if section and (section not in smap.keys or section in smap.flow or not children):
         return False
+    if not section and isinstance(value, dict) and value:  # a new section: at the end
+        block = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False)
+        lines.extend(block.splitlines())
+        return True
     if not section:  # top level: right after `name:` (or before the first key)
         anchor = smap.keys.get(("name",))
         line = anchor[0] + 1 if anchor else min(children)[0]
         lines.insert(line - 1, f"{key}: {_scalar_text(value)}")
         return True
     line, column = min(children)
-    lines.insert(line - 1, " " * (column - 1) + f"{key}: {_scalar_text(value)}")
+    indent = " " * (column - 1)
+    if isinstance(value, dict) and value:  # a block mapping, indented under the key
+        block = yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
+        lines[line - 1:line - 1] = [f"{indent}{key}:"] + [
+            f"{indent}  {row}" for row in block.splitlines()]
+        return True
+    lines.insert(line - 1, indent + f"{key}: {_scalar_text(value)}")
     return True
 
 
@@ -76,8 +86,26 @@ def _drop_top_level_block(lines: list[str], smap, key: str) -> list[str]:
     return lines[:first] + lines[last:]
 
 
-def render_revision(text: str, smap, changes: dict[tuple, object], validated: dict) -> str:
-    """New recipe text: ``changes`` applied in place, the ``validated`` block replaced.
+def _group_new_sections(changes: dict[tuple, object], smap) -> dict[tuple, object]:
+    """Changes under a mapping the file does not have become one nested value at the
+    first missing level, so a new section is written once (not once per key)."""
+    grouped: dict[tuple, object] = {}
+    for path, value in changes.items():
+        depth = next((i for i in range(1, len(path)) if path[:i] not in smap.keys), None)
+        if depth is None:
+            grouped[path] = value
+            continue
+        node = grouped.setdefault(path[:depth], {})
+        for part in path[depth:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return grouped
+
+
+def render_revision(text: str, smap, changes: dict[tuple, object],
+                    validated: dict | None) -> str:
+    """New recipe text: ``changes`` applied in place, the ``validated`` block replaced
+    (dropped when ``validated`` is None).
 
     Comments and layout are kept; a value that cannot be edited in place (a flow mapping,
     a missing section) makes the whole document re-emitted instead.
@@ -89,7 +117,8 @@ def render_revision(text: str, smap, changes: dict[tuple, object], validated: di
         position = smap.values.get(path) or smap.keys.get(path[:-1]) or (0, 0)
         return position[0] or 0
 
-    for path, value in sorted(changes.items(), key=lambda kv: -line_of(kv[0])):
+    for path, value in sorted(_group_new_sections(changes, smap).items(),
+                              key=lambda kv: -line_of(kv[0])):
         if path in smap.values:
             edited &= _replace_value(lines, smap, path, value)
         else:
@@ -102,11 +131,13 @@ def render_revision(text: str, smap, changes: dict[tuple, object], validated: di
         lines = _drop_top_level_block(lines, fresh, "validated")
     while lines and not lines[-1].strip():
         lines.pop()
+    if validated is None:  # a revision nothing has measured yet (e.g. `mopt quantize`)
+        return "\n".join(lines) + "\n"
     block = yaml.safe_dump({"validated": validated}, sort_keys=False, default_flow_style=False)
     return "\n".join(lines) + "\n\n# Written by mopt; do not edit by hand.\n" + block
 
 
-def write_revision(loaded, changes: dict[tuple, object], validated: dict,
+def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
                    output: str | Path) -> str:
     """Write the next revision of ``loaded`` to ``output`` and return its text.
 
@@ -121,7 +152,9 @@ def write_revision(loaded, changes: dict[tuple, object], validated: dict,
     all_changes.update(changes)
     all_changes[("revision",)] = loaded.resolved["revision"] + 1
     intended = _apply(loaded.document, all_changes)
-    intended["validated"] = validated
+    intended.pop("validated", None)
+    if validated is not None:
+        intended["validated"] = validated
     text = render_revision(loaded.source_text, loaded.source_map, all_changes, validated)
     if not text or not _means(text, intended, load_recipe_text, resolve):
         text = _header(loaded.source_text) + yaml.safe_dump(intended, sort_keys=False)

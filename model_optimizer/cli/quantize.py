@@ -1,0 +1,72 @@
+"""`mopt quantize RECIPE`: one-shot weight quantization, then a revision that serves and pins it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import (
+    JsonOption,
+    RecipeArg,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
+from model_optimizer.recipe import load_recipe
+
+
+@handle_errors
+def quantize(
+    recipe: RecipeArg,
+    scheme: Annotated[str | None, typer.Option(help="w4a16, w8a8, fp8_dynamic or nvfp4 "
+                      "(GPU-only); short for --set quantize.scheme=...")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead "
+                      "of over RECIPE.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing checkpoint "
+                     "folder.")] = False,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Quantize the recipe's model with llm-compressor (GPTQ W4A16, SmoothQuant+GPTQ W8A8,
+    FP8 dynamic), calibrated on quantize.calibration.file (your prompts) or built-in text.
+
+    Runs in the quantization environment (bash examples/setup-quant.sh), writes the
+    compressed-tensors checkpoint (default: next to the model, <model>-<scheme>), and
+    writes the next recipe revision serving it, with model.pins: the checkpoint's SHA-256,
+    the source model and its hash, and the quantize section. apply/validate then warn
+    when the checkpoint on disk changes (--strict refuses). Exit 0; 2 bad input; 3 the
+    quantizer failed; 130 interrupted.
+    """
+    from model_optimizer.cli.apply import _sigterm_as_interrupt
+    from model_optimizer.quantize.run import quantize as run_quantize
+
+    _sigterm_as_interrupt()
+    extra = [f"quantize.scheme={scheme}"] if scheme else []
+    loaded = load_recipe(recipe, [*(overrides or []), *extra])
+    say = err_console if as_json else console
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "start":
+            say.print(f"quantize {data['scheme']}: calibration {data['calibration']}; "
+                      f"archive {data['archive']}", highlight=False)
+        elif kind == "stage":
+            say.print(f"  {data['text']}", highlight=False)
+
+    result = run_quantize(loaded, runs_dir(runs_dir_opt), output or recipe, force=force,
+                          on_event=on_event)
+    if as_json:
+        print_json({"ok": True, "checkpoint": str(result.checkpoint),
+                    "recipe": str(result.recipe_file), "archive": str(result.archive),
+                    "seconds": result.seconds, "pins": result.pins})
+        return
+    console.print(f"checkpoint {result.checkpoint} (sha256 {result.pins['sha256'][:12]}) in "
+                  f"{result.seconds:.1f} s", highlight=False)
+    console.print(f"wrote {result.recipe_file}: serves it and pins it; next: mopt apply "
+                  f"{result.recipe_file}", highlight=False)

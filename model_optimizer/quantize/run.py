@@ -1,0 +1,215 @@
+"""`mopt quantize`: run llm-compressor in its own environment, pin the result, write a revision.
+
+Steps: draw the calibration texts (:mod:`calibration`), write a spec file, run
+:mod:`worker` with the quantization environment's Python (argument list, no shell, its
+own process group, a time limit), move the finished checkpoint into place, hash it and
+its source (:mod:`model_optimizer.models.pins`), and write the next recipe revision, which
+serves the checkpoint and pins it. Everything is archived as a ``quantize`` run: the spec,
+the calibration texts, the subprocess log, the result and the recipe written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_optimizer.archive.run import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
+from model_optimizer.errors import MoptError, UsageError
+from model_optimizer.models.pins import checkpoint_hash
+from model_optimizer.plan.quant_schemes import scheme
+from model_optimizer.quantize.calibration import calibration_texts
+from model_optimizer.recipe.render import model_location
+from model_optimizer.recipe.writer import write_revision
+
+QUANT_PYTHON_ENV = "MOPT_QUANT_PYTHON"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).resolve().parent / "worker.py"
+Event = Callable[[str, dict], None]
+
+
+class QuantizeError(MoptError):
+    """The quantization subprocess failed or produced no usable checkpoint."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class QuantizeResult:
+    """What `mopt quantize` made and wrote."""
+
+    checkpoint: Path
+    pins: dict
+    recipe_file: Path
+    archive: Path
+    seconds: float
+
+
+def quant_python() -> Path:
+    """The quantization environment's Python: $MOPT_QUANT_PYTHON, else ./.venv-quant."""
+    explicit = os.environ.get(QUANT_PYTHON_ENV)
+    candidate = Path(explicit) if explicit else REPO_ROOT / ".venv-quant" / "bin" / "python"
+    if not candidate.is_file():
+        raise UsageError(f"no quantization environment at {candidate}: run "
+                         "`bash examples/setup-quant.sh` (llm-compressor in its own venv; it "
+                         f"cannot share vLLM's), or set {QUANT_PYTHON_ENV}")
+    return candidate
+
+
+def source_folder(resolved: dict, base_dir: Path | None) -> Path:
+    """The unquantized model: ``model.pins.source.path`` when set (a quantized revision),
+    else ``model.path``. UsageError when it is not a local folder."""
+    source = ((resolved["model"].get("pins") or {}).get("source") or {}).get("path")
+    recipe = resolved if not source else {**resolved, "model": {"path": source}}
+    folder = Path(model_location(recipe, base_dir))
+    if not (folder / "config.json").is_file():
+        raise UsageError(f"model {folder}: not a local model folder with config.json; "
+                         "quantization reads the weights from disk")
+    return folder
+
+
+def output_folder(resolved: dict, base_dir: Path | None, source: Path) -> Path:
+    """``quantize.output``, else ``<source>-<scheme>`` next to the source model."""
+    written = resolved["quantize"].get("output")
+    if not written:
+        return source.parent / f"{source.name}-{resolved['quantize']['scheme']}"
+    path = Path(written).expanduser()
+    return path if path.is_absolute() or base_dir is None else (base_dir / path).resolve()
+
+
+def _spec(settings: dict, source: Path, partial: Path, archive: RunArchive,
+          trust_remote_code: bool) -> dict:
+    return {"source": str(source), "output": str(partial), "scheme": settings["scheme"],
+            "group_size": settings["group_size"],
+            "smoothing_strength": settings["smoothing_strength"],
+            "dampening_frac": settings["dampening_frac"], "ignore": settings["ignore"],
+            "texts_file": str(archive.file("calibration.json")),
+            "num_samples": settings["calibration"]["num_samples"],
+            "max_seq_length": settings["calibration"]["max_seq_length"],
+            "seed": settings["calibration"]["seed"],
+            "result_file": str(archive.file("result.json")),
+            "trust_remote_code": trust_remote_code}
+
+
+def run_worker(python: Path, spec_file: Path, log_file: Path, timeout_s: float,
+               on_event: Event) -> None:
+    """Run the worker in its own process group; QuantizeError on failure or timeout.
+
+    Ctrl-C stops the whole group before KeyboardInterrupt propagates.
+    """
+    argv = [str(python), str(WORKER), str(spec_file)]
+    with log_file.open("w", encoding="utf-8") as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True, bufsize=1)
+        deadline = time.monotonic() + timeout_s
+        try:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                log.write(line)
+                log.flush()
+                if line.startswith("MOPT-STAGE "):
+                    on_event("stage", {"text": line[len("MOPT-STAGE "):].strip()})
+                if time.monotonic() > deadline:
+                    raise QuantizeError(f"quantization exceeded quantize.timeout_s "
+                                        f"{timeout_s:g} s; see {log_file}")
+            code = proc.wait()
+        finally:
+            _stop_group(proc)
+    if code != 0:
+        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]
+        raise QuantizeError(f"quantization failed (exit {code}); last lines of {log_file}:\n"
+                            + "\n".join(tail))
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def pins_for(checkpoint: Path, source: Path, resolved: dict, base: Path, tool: str) -> dict:
+    """The ``model.pins`` block of the revision serving ``checkpoint``."""
+    digest, source_digest = checkpoint_hash(checkpoint), checkpoint_hash(source)
+    return {"sha256": digest.sha256, "files": digest.files,
+            "source": {"path": os.path.relpath(source, base),
+                       "revision": resolved["model"].get("revision"),
+                       "sha256": source_digest.sha256},
+            "quantize": resolved["quantize"], "tool": tool}
+
+
+def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
+             on_event: Event | None = None) -> QuantizeResult:
+    """Quantize the recipe's model and write the next revision to ``recipe_out``."""
+    emit = on_event or (lambda _kind, _data: None)
+    resolved, base = loaded.resolved, loaded.base_dir or Path.cwd()
+    settings = resolved["quantize"]
+    chosen = scheme(settings["scheme"])
+    source = source_folder(resolved, base)
+    output = output_folder(resolved, base, source)
+    if output.exists() and not force:
+        raise UsageError(f"{output}: exists; pass --force to replace it, or set "
+                         "quantize.output")
+    python = quant_python()
+    calibration = calibration_texts(settings["calibration"], base)
+    archive = RunArchive.create(runs_root, resolved["name"], kind="quantize")
+    started = time.monotonic()
+    archive.write_json("run.json", {"id": archive.id, "created_at": utc_now(),
+                                    "recipe_name": resolved["name"],
+                                    "recipe_revision": resolved["revision"],
+                                    "recipe_file": str(loaded.path), "scheme": chosen.name,
+                                    "source": str(source), "output": str(output),
+                                    "calibration": calibration.source,
+                                    "quant_python": str(python)})
+    archive.write_text("recipe.given.yaml", loaded.source_text)
+    archive.write_json("calibration.json", calibration.texts)
+    partial = output.parent / f".{output.name}.partial-{archive.id}"
+    spec = _spec(settings, source, partial, archive, resolved["model"]["trust_remote_code"])
+    archive.write_json("spec.json", spec)
+    emit("start", {"archive": str(archive.path), "scheme": chosen.name,
+                   "calibration": calibration.source, "output": str(output)})
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        run_worker(python, archive.file("spec.json"), archive.file("quantize.log"),
+                   settings["timeout_s"], emit)
+        if not (partial / "config.json").is_file():
+            raise QuantizeError(f"the quantizer wrote no checkpoint at {partial}")
+        if output.exists():
+            shutil.rmtree(output)
+        partial.rename(output)
+        tool = json.loads(archive.file("result.json").read_text()).get("tool", "llmcompressor")
+        pins = pins_for(output, source, resolved, recipe_out.resolve().parent, tool)
+        archive.write_json("pins.json", pins)
+        changes = {("model", "path"): os.path.relpath(output, recipe_out.resolve().parent),
+                   ("model", "quantization"): "compressed-tensors",
+                   ("model", "weight_bits"): chosen.weight_bits, ("model", "pins"): pins}
+        text = write_revision(loaded, changes, None, recipe_out)
+        archive.write_text("recipe.written.yaml", text)
+        archive.set_status(STATUS_OK, finished_at=utc_now(), checkpoint=str(output))
+    except KeyboardInterrupt:
+        archive.set_status(STATUS_INTERRUPTED, finished_at=utc_now())
+        raise
+    except MoptError as exc:
+        archive.set_status(f"failed:{type(exc).__name__}", finished_at=utc_now(),
+                           error=str(exc))
+        raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+        if archive.read_status().get("status") == "running":
+            archive.set_status("failed:error", finished_at=utc_now())
+        archive.close()
+    return QuantizeResult(output, pins, recipe_out, archive.path,
+                          round(time.monotonic() - started, 2))
