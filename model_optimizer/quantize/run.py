@@ -151,9 +151,26 @@ def pins_for(checkpoint: Path, source: Path, resolved: dict, base: Path, tool: s
             "quantize": resolved["quantize"], "tool": tool}
 
 
-def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
-             on_event: Event | None = None) -> QuantizeResult:
-    """Quantize the recipe's model and write the next revision to ``recipe_out``."""
+@dataclass(frozen=True)
+class Checkpoint:
+    """A quantized checkpoint on disk, its pins, and the archive of the run that made it."""
+
+    folder: Path
+    pins: dict
+    archive: Path
+    weight_bits: int
+    seconds: float
+
+
+def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = False,
+                    on_event: Event | None = None,
+                    then: Callable[[Checkpoint], str] | None = None) -> Checkpoint:
+    """Quantize the recipe's (source) model into its output folder; archive the run.
+
+    ``pins_base`` is the folder the pins' source path is written relative to; ``then``
+    (e.g. writing the recipe revision) runs before the archive is sealed, and the text it
+    returns is archived as ``recipe.written.yaml``.
+    """
     emit = on_event or (lambda _kind, _data: None)
     resolved, base = loaded.resolved, loaded.base_dir or Path.cwd()
     settings = resolved["quantize"]
@@ -191,13 +208,12 @@ def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
             shutil.rmtree(output)
         partial.rename(output)
         tool = json.loads(archive.file("result.json").read_text()).get("tool", "llmcompressor")
-        pins = pins_for(output, source, resolved, recipe_out.resolve().parent, tool)
+        pins = pins_for(output, source, resolved, pins_base, tool)
         archive.write_json("pins.json", pins)
-        changes = {("model", "path"): os.path.relpath(output, recipe_out.resolve().parent),
-                   ("model", "quantization"): "compressed-tensors",
-                   ("model", "weight_bits"): chosen.weight_bits, ("model", "pins"): pins}
-        text = write_revision(loaded, changes, None, recipe_out)
-        archive.write_text("recipe.written.yaml", text)
+        made = Checkpoint(output, pins, archive.path, chosen.weight_bits,
+                          round(time.monotonic() - started, 2))
+        if then is not None:
+            archive.write_text("recipe.written.yaml", then(made))
         archive.set_status(STATUS_OK, finished_at=utc_now(), checkpoint=str(output))
     except KeyboardInterrupt:
         archive.set_status(STATUS_INTERRUPTED, finished_at=utc_now())
@@ -211,5 +227,22 @@ def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
         if archive.read_status().get("status") == "running":
             archive.set_status("failed:error", finished_at=utc_now())
         archive.close()
-    return QuantizeResult(output, pins, recipe_out, archive.path,
-                          round(time.monotonic() - started, 2))
+    return made
+
+
+def serving_changes(checkpoint: Checkpoint, recipe_dir: Path) -> dict[tuple, object]:
+    """Recipe changes that serve ``checkpoint`` and pin it (paths relative to recipe_dir)."""
+    return {("model", "path"): os.path.relpath(checkpoint.folder, recipe_dir),
+            ("model", "quantization"): "compressed-tensors",
+            ("model", "weight_bits"): checkpoint.weight_bits, ("model", "pins"): checkpoint.pins}
+
+
+def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
+             on_event: Event | None = None) -> QuantizeResult:
+    """Quantize the recipe's model and write the next revision to ``recipe_out``."""
+    recipe_dir = recipe_out.resolve().parent
+    made = make_checkpoint(
+        loaded, runs_root, recipe_dir, force, on_event,
+        then=lambda made: write_revision(loaded, serving_changes(made, recipe_dir), None,
+                                         recipe_out))
+    return QuantizeResult(made.folder, made.pins, recipe_out, made.archive, made.seconds)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.cli.main import app
 from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.recipe import load_recipe
@@ -83,6 +84,7 @@ def test_quantize_writes_checkpoint_pins_and_revision(project):
                  "recipe.written.yaml", "manifest.json"):
         assert (archive / name).is_file(), name
     assert not list((project / "models").glob(".*partial*"))
+    assert verify_archive(archive) == []  # sealed after the last file was written
 
 
 def test_a_second_quantize_starts_from_the_pinned_source(project):
