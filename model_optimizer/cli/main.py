@@ -9,6 +9,7 @@ from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
 from model_optimizer.cli.diff import diff
 from model_optimizer.cli.init import init
+from model_optimizer.cli.optimize import optimize
 from model_optimizer.cli.plan import plan
 from model_optimizer.cli.quantize import quantize
 from model_optimizer.cli.rollback import rollback
@@ -37,6 +38,7 @@ app.command()(bench)
 app.command()(sweep)
 app.command()(tune)
 app.command()(quantize)
+app.command()(optimize)
 app.command("tiny-model")(tiny_model)
 app.add_typer(runs_app, name="runs")
 app.command()(diff)

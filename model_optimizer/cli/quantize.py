@@ -56,7 +56,7 @@ def quantize(
         if kind == "start":
             say.print(f"quantize {data['scheme']}: calibration {data['calibration']}; "
                       f"archive {data['archive']}", highlight=False)
-        elif kind == "stage":
+        elif kind == "quantize_stage":
             say.print(f"  {data['text']}", highlight=False)
 
     result = run_quantize(loaded, runs_dir(runs_dir_opt), output or recipe, force=force,

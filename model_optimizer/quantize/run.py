@@ -113,7 +113,7 @@ def run_worker(python: Path, spec_file: Path, log_file: Path, timeout_s: float,
                 log.write(line)
                 log.flush()
                 if line.startswith("MOPT-STAGE "):
-                    on_event("stage", {"text": line[len("MOPT-STAGE "):].strip()})
+                    on_event("quantize_stage", {"text": line[len("MOPT-STAGE "):].strip()})
                 if time.monotonic() > deadline:
                     raise QuantizeError(f"quantization exceeded quantize.timeout_s "
                                         f"{timeout_s:g} s; see {log_file}")

@@ -1,0 +1,114 @@
+"""`mopt optimize MODEL_DIR|RECIPE`: baseline, candidates, quality gate, sweep, revision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import (
+    JsonOption,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+)
+from model_optimizer.cli.progress import SearchProgress, run_search
+from model_optimizer.errors import UsageError
+from model_optimizer.recipe import load_recipe
+
+
+class OptimizeProgress(SearchProgress):
+    """Search progress plus the pipeline's stages."""
+
+    noun = "optimize"
+
+    def _on_stage(self, data: dict) -> None:
+        self._log(f"stage {data['stage']}")
+
+    def _on_stage_skipped(self, data: dict) -> None:
+        self._log(f"stage {data['stage']}: already {data['status']} (resumed)")
+
+    def _on_stage_done(self, data: dict) -> None:
+        qps = (data.get("figures") or {}).get("qps")
+        extra = f", {qps:.1f} req/s" if isinstance(qps, int | float) else ""
+        why = f" ({data['reason']})" if data.get("reason") else ""
+        self._log(f"  -> {data.get('status')}{why}{extra} in {data.get('seconds')} s")
+
+    def _on_start(self, data: dict) -> None:
+        self._log(f"  quantizing {data['scheme']} ({data['calibration']})")
+
+    def _on_quantize_stage(self, data: dict) -> None:
+        self._log(f"    {data['text']}")
+
+
+def _recipe_for(target: Path, output: Path | None) -> Path:
+    """A recipe file: TARGET itself, or one `mopt init` writes for a model folder."""
+    if not target.is_dir():
+        return target
+    from model_optimizer.fsutil import atomic_write_text
+    from model_optimizer.onboard.detect import seen_hardware
+    from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe
+
+    recipe = output or Path("recipes") / f"{target.resolve().name}.yaml"
+    if recipe.exists():
+        raise UsageError(f"{recipe}: exists; optimize it with `mopt optimize {recipe}`, or "
+                         "pass --output for a new file")
+    result = build_init_recipe(target, recipe, seen_hardware(), WorkloadChoice())
+    recipe.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(recipe, result.text)
+    console.print(f"wrote {recipe} with `mopt init` (plan: {result.plan_verdict})",
+                  highlight=False)
+    return recipe
+
+
+@handle_errors
+def optimize(
+    target: Annotated[Path | None, typer.Argument(
+        help="A model folder (a recipe is written first, as `mopt init` does) or a recipe.",
+        show_default=False, metavar="MODEL_DIR|RECIPE")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the validated revision here "
+                      "instead of over the recipe.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted pipeline in "
+                      "this runs/ folder.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace existing quantized "
+                     "checkpoint folders.")] = False,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Baseline run, then each optimize.candidates entry (quantized with llm-compressor
+    and/or a compact KV cache) measured and gated on quality against the baseline, then a
+    max_num_seqs sweep on the survivor, written as a validated recipe revision that pins
+    its checkpoint. Every stage is an archived run linked from the pipeline's archive
+    (report.md with the before/after table, summary.csv, plot.png).
+
+    Exit codes: 0 a revision was written; 2 bad input; 4 nothing ran well enough; 130
+    interrupted (continue with --resume).
+    """
+    from model_optimizer.cli.apply import _sigterm_as_interrupt
+
+    _sigterm_as_interrupt()
+    progress = OptimizeProgress(err_console if as_json else console)
+    run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress),
+               progress, "optimize", "report.md, summary.csv, plot.png", as_json)
+
+
+def _run(target, resume, output, force, overrides, runs_dir_opt, progress):
+    from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
+
+    if resume is not None:
+        if target is not None or overrides:
+            raise UsageError("--resume continues a pipeline with its archived recipe; give "
+                             "no MODEL_DIR|RECIPE or --set with it")
+        return resume_optimize(resume, on_event=progress)
+    if target is None:
+        raise UsageError("give a MODEL_DIR or RECIPE to optimize, or --resume runs/<id>")
+    recipe = _recipe_for(target, output)
+    loaded = load_recipe(recipe, overrides)
+    return start_optimize(loaded, runs_dir(runs_dir_opt), output=output, force=force,
+                          on_event=progress)
+

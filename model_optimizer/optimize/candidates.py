@@ -1,0 +1,77 @@
+"""The candidates `mopt optimize` tries, from the recipe's ``optimize`` section.
+
+A candidate is a name, an optional partial ``quantize`` section (merged over the recipe's)
+and an optional ``kv_cache_dtype``. Each becomes ``--set`` overrides of the recipe, so it is
+validated by the same schema and rules as a file; the planner then says whether it can run
+on the recipe's hardware (a GPU-only scheme or KV dtype on CPU is skipped with the reason).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from model_optimizer.plan.kvcache import kv_dtype_verdict
+from model_optimizer.plan.quant_schemes import gpu_only_problem
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One thing to try against the baseline."""
+
+    name: str
+    quantize: dict = field(default_factory=dict)
+    kv_cache_dtype: str | None = None
+
+    @property
+    def quantizes(self) -> bool:
+        """True when the candidate needs a quantized checkpoint."""
+        return bool(self.quantize)
+
+    def describe(self) -> str:
+        """A few words for tables: 'w4a16 weights, fp8 KV'."""
+        parts = []
+        if self.quantize:
+            parts.append(f"{self.quantize.get('scheme', 'w4a16')} weights")
+        if self.kv_cache_dtype:
+            parts.append(f"{self.kv_cache_dtype} KV")
+        return ", ".join(parts) or "as the baseline"
+
+    def quantize_overrides(self) -> list[str]:
+        """``--set quantize.*`` overrides (nested keys flattened to dotted paths)."""
+        return [f"quantize.{key}={value if isinstance(value, str) else json.dumps(value)}"
+                for key, value in _flatten(self.quantize).items()]
+
+    def engine_overrides(self) -> list[str]:
+        """``--set engine.*`` overrides."""
+        return [f"engine.kv_cache_dtype={self.kv_cache_dtype}"] if self.kv_cache_dtype else []
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def candidates_of(resolved: dict) -> list[Candidate]:
+    """The recipe's candidates, in order."""
+    return [Candidate(item["name"], dict(item.get("quantize") or {}), item.get("kv_cache_dtype"))
+            for item in resolved["optimize"]["candidates"]]
+
+
+def cannot_run(candidate: Candidate, resolved: dict) -> str | None:
+    """Why the recipe's hardware cannot serve this candidate (GPU-only), or None."""
+    on_cpu = resolved["hardware"]["accelerator"] == "cpu"
+    if candidate.quantizes:
+        scheme = candidate.quantize.get("scheme", resolved["quantize"]["scheme"])
+        if problem := gpu_only_problem(scheme, on_cpu):
+            return problem
+    if candidate.kv_cache_dtype:
+        problem, _note = kv_dtype_verdict(candidate.kv_cache_dtype, on_cpu)
+        return problem
+    return None

@@ -1,0 +1,302 @@
+"""`mopt optimize`: baseline -> candidates (quantize, measure, gate) -> sweep -> revision.
+
+Every stage is its own archived run under the pipeline's ``steps/`` folder (a ``run`` for a
+measurement, ``quantize`` for a checkpoint, ``eval`` for the gate, ``sweep`` for the sweep),
+and the pipeline's ``state.json`` links them. The state is saved after each stage, so after
+Ctrl-C ``--resume runs/<id>`` skips what finished (an interrupted sweep is resumed, not
+restarted). The survivor is the fastest configuration (``optimize.objective``) among the
+baseline and the candidates that ran and passed the quality gate; ``optimize.survivor:
+best_candidate`` leaves the baseline out when a candidate passed (memory, not speed, is
+what a quantized model buys on a small batch).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
+from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
+from model_optimizer.measure import measure_configuration, variant
+from model_optimizer.optimize import gate as quality_gate
+from model_optimizer.optimize.candidates import Candidate, candidates_of, cannot_run
+from model_optimizer.plan import load_model_config
+from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.recipe.render import model_location
+
+STEPS = "steps"
+Event = Callable[[str, dict], None]
+
+
+@dataclass
+class OptimizeState:
+    """Everything needed to resume: the inputs and each finished stage's record."""
+
+    recipe_file: str
+    overrides: list[str]
+    output: str
+    force: bool = False
+    stages: dict[str, dict] = field(default_factory=dict)
+    survivor: str | None = None
+    started_at: str = field(default_factory=utc_now)
+
+
+@dataclass
+class OptimizeOutcome:
+    """How the pipeline ended."""
+
+    status: str
+    archive: Path
+    pipeline_id: str
+    survivor: str | None = None
+    written: Path | None = None
+    reason: str = ""
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 a validated revision was written; 4 nothing ran well enough; 130 interrupted."""
+        if self.status == STATUS_INTERRUPTED:
+            return EXIT_INTERRUPTED
+        return EXIT_OK if self.written else EXIT_SLO_FAILED
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary."""
+        return {"status": self.status, "pipeline_id": self.pipeline_id,
+                "archive": str(self.archive), "survivor": self.survivor,
+                "written": str(self.written) if self.written else None,
+                "reason": self.reason, "rows": self.rows}
+
+
+class Pipeline:
+    """Runs one optimize pipeline (new or resumed) into its archive folder."""
+
+    def __init__(self, loaded: LoadedRecipe, archive: RunArchive, state: OptimizeState,
+                 on_event: Event | None = None):
+        self.loaded, self.archive, self.state = loaded, archive, state
+        self.emit = on_event or (lambda _kind, _data: None)
+        self.steps = archive.path / STEPS
+        self.candidates = candidates_of(loaded.resolved)
+        self.settings = loaded.resolved["optimize"]
+        self.objective = ("goodput_qps" if any(v is not None for v in
+                                               loaded.resolved["slo"].values())
+                          else self.settings["objective"])
+        self._baseline_eval = None
+
+    def run(self) -> OptimizeOutcome:
+        """All stages; the archive is sealed whatever happens."""
+        from model_optimizer.optimize.report import markdown_table, write_outputs
+
+        outcome = OptimizeOutcome(STATUS_INTERRUPTED, self.archive.path, self.archive.id)
+        try:
+            self._stage("baseline", self._baseline)
+            for candidate in self.candidates:
+                self._stage(candidate.name, lambda c=candidate: self._candidate(c))
+            survivor = self._survivor()
+            self.state.survivor = survivor
+            if survivor is None:
+                outcome.status, outcome.reason = "failed:no_survivor", "nothing ran"
+            else:
+                if self.settings["sweep"]:
+                    self._stage("sweep", lambda: self._sweep(survivor))
+                outcome.written = self._write(survivor)
+                outcome.status = STATUS_OK
+            outcome.survivor = survivor
+        except KeyboardInterrupt:
+            outcome.status = STATUS_INTERRUPTED
+            raise
+        finally:
+            self._save()
+            outcome.rows = write_outputs(self.archive, self.state, self.objective)
+            outcome.reason = "\n".join(filter(None, [outcome.reason,
+                                                      markdown_table(outcome.rows)]))
+            self.archive.set_status(outcome.status, finished_at=utc_now(),
+                                    survivor=outcome.survivor)
+            self.archive.close()
+        return outcome
+
+    # --- stages ------------------------------------------------------------------------
+
+    def _stage(self, name: str, body: Callable[[], dict]) -> dict:
+        done = self.state.stages.get(name)
+        if done and done.get("finished_at"):
+            self.emit("stage_skipped", {"stage": name, "status": done.get("status")})
+            return done
+        self.emit("stage", {"stage": name})
+        started, clock = utc_now(), time.monotonic()
+        record = body()
+        record.update(started_at=started, finished_at=utc_now(),
+                      seconds=round(time.monotonic() - clock, 1))
+        self.state.stages[name] = record
+        self._save()
+        self.emit("stage_done", {"stage": name, **record})
+        return record
+
+    def _measure(self, step: LoadedRecipe, model_dir: Path) -> dict:
+        config_file = model_dir / "config.json"
+        model_config = load_model_config(config_file) if config_file.is_file() else None
+        measured = measure_configuration(step, self.steps, repeats=1, objective=self.objective,
+                                         model_config=model_config, on_event=self.emit)
+        return {"status": "ok" if measured.status == "ok" else measured.status,
+                "reason": measured.reason, "figures": measured.figures,
+                "run_ids": measured.run_ids}
+
+    def _baseline(self) -> dict:
+        model_dir = Path(model_location(self.loaded.resolved, self.loaded.base_dir))
+        record = {"kind": "baseline", "what": "the recipe as given",
+                  **self._measure(self.loaded, model_dir)}
+        why_not = quality_gate.gate_configured(self.loaded)
+        record["gate"] = {"gated": False, "passed": True, "reasons": [why_not]} if why_not \
+            else self._baseline_gate()
+        return record
+
+    def _baseline_gate(self) -> dict:
+        result = quality_gate.evaluate_baseline(self.loaded, self.steps, self.emit)
+        self._baseline_eval = result
+        return {"gated": True, "passed": bool(result.ok), "figures": result.figures(),
+                "reasons": [], "run_id": result.run_id, "baseline": True}
+
+    def _candidate(self, candidate: Candidate) -> dict:
+        record = {"kind": "candidate", "what": candidate.describe()}
+        step = variant(self.loaded, candidate.engine_overrides())
+        if reason := cannot_run(candidate, step.resolved):
+            return {**record, "status": "skipped", "reason": reason}
+        model_dir = Path(model_location(step.resolved, step.base_dir))
+        if candidate.quantizes:
+            made = self._checkpoint(candidate)
+            record["checkpoint"] = made
+            model_dir = Path(made["folder"])
+            step = variant(step, [f"model.path={made['folder']}",
+                                  "model.quantization=compressed-tensors",
+                                  f"model.weight_bits={made['weight_bits']}"])
+        record.update(self._measure(step, model_dir))
+        verdict = self._gate(step, record)
+        record["gate"] = verdict.to_dict()
+        if record["status"] == "ok" and not verdict.passed:
+            record["status"], record["reason"] = "gated", "; ".join(verdict.reasons)
+        return record
+
+    def _checkpoint(self, candidate: Candidate) -> dict:
+        from model_optimizer.quantize.run import make_checkpoint
+
+        quant = variant(self.loaded, candidate.quantize_overrides())
+        out_dir = Path(self.state.output).resolve().parent
+        made = make_checkpoint(quant, self.steps, out_dir, force=self.state.force,
+                               on_event=self.emit)
+        return {"folder": str(made.folder), "pins": made.pins, "weight_bits": made.weight_bits,
+                "archive": made.archive.name, "seconds": made.seconds}
+
+    def _gate(self, step: LoadedRecipe, record: dict) -> quality_gate.Verdict:
+        baseline = self.state.stages["baseline"].get("gate") or {}
+        if not baseline.get("gated"):
+            return quality_gate.Verdict(False, True, reasons=baseline.get("reasons") or [])
+        if record["status"] != "ok":
+            return quality_gate.Verdict(True, False, reasons=["the candidate did not run"])
+        if self._baseline_eval is None:
+            self._baseline_eval = quality_gate.load_baseline_eval(
+                self.loaded, baseline["run_id"], self.steps)
+        return quality_gate.gate(step, self._baseline_eval, self.steps, self.emit)
+
+    def _survivor(self) -> str | None:
+        passed = [name for name, rec in self.state.stages.items()
+                  if rec.get("kind") == "candidate" and rec.get("status") == "ok"]
+        pool = passed if passed and self.settings["survivor"] == "best_candidate" \
+            else ["baseline", *passed]
+        ran = [name for name in pool if self.state.stages[name].get("status") == "ok"]
+        return max(ran, key=lambda n: self.state.stages[n]["figures"].get(self.objective) or 0,
+                   default=None)
+
+    def survivor_recipe(self, name: str) -> LoadedRecipe:
+        """The survivor as a recipe (the original with the candidate's overrides)."""
+        record = self.state.stages[name]
+        if name == "baseline":
+            return self.loaded
+        candidate = next(c for c in self.candidates if c.name == name)
+        extra = candidate.engine_overrides()
+        if made := record.get("checkpoint"):
+            extra += [f"model.path={made['folder']}", "model.quantization=compressed-tensors",
+                      f"model.weight_bits={made['weight_bits']}"]
+        return variant(self.loaded, extra)
+
+    def _sweep(self, survivor: str) -> dict:
+        from model_optimizer.sweep.loop import resume_sweep, start_sweep
+
+        previous = self.state.stages.get("sweep") or {}
+        output = self.archive.path / "recipe.swept.yaml"
+        if previous.get("sweep_dir") and Path(previous["sweep_dir"]).is_dir():
+            outcome = resume_sweep(Path(previous["sweep_dir"]), on_event=self.emit)
+        else:
+            def remember(kind: str, data: dict) -> None:
+                if kind == "archive" and "sweep_dir" not in self.state.stages.get("sweep", {}):
+                    self.state.stages["sweep"] = {"sweep_dir": data["path"]}
+                    self._save()
+                self.emit(kind, data)
+
+            outcome = start_sweep(self.survivor_recipe(survivor), self.steps,
+                                  flags={"param": "max_num_seqs"}, output=output,
+                                  on_event=remember)
+        return {"kind": "sweep", "what": f"max_num_seqs sweep on {survivor}",
+                "status": "ok" if outcome.written else "failed", "reason": outcome.reason,
+                "sweep_dir": str(outcome.archive), "figures": outcome.figures,
+                "chosen": outcome.chosen.value if outcome.chosen else None,
+                "survivor": survivor}
+
+    def _write(self, survivor: str) -> Path | None:
+        from model_optimizer.optimize.report import final_changes
+        from model_optimizer.search import write_validated_revision
+
+        swept = self.state.stages.get("sweep")
+        if swept and swept.get("status") != "ok":
+            return None
+        figures = (swept or self.state.stages[survivor])["figures"]
+        changes = final_changes(self.state, survivor, self.candidates,
+                                Path(self.state.output).resolve().parent)
+        return write_validated_revision(self.archive, self.loaded, changes, figures,
+                                        by="optimize", output=Path(self.state.output))
+
+    def _save(self) -> None:
+        self.archive.write_json("state.json", asdict(self.state))
+
+
+def _check_candidates(loaded: LoadedRecipe) -> None:
+    """Every candidate's overrides validate (exit 2 before anything is launched)."""
+    for candidate in candidates_of(loaded.resolved):
+        try:
+            variant(loaded, candidate.quantize_overrides() + candidate.engine_overrides())
+        except UsageError as exc:
+            raise UsageError(f"optimize.candidates {candidate.name}: {exc}") from None
+
+
+def start_optimize(loaded: LoadedRecipe, runs_base: str | Path, *, output: Path | None = None,
+                   force: bool = False, on_event: Event | None = None) -> OptimizeOutcome:
+    """Begin a new pipeline for ``loaded`` and run it to the end."""
+    _check_candidates(loaded)
+    state = OptimizeState(str(loaded.path), list(loaded.overrides), str(output or loaded.path),
+                          force)
+    archive = RunArchive.create(runs_base, f"{loaded.name}-optimize", kind="optimize")
+    archive.write_text("recipe.given.yaml", loaded.source_text)
+    (on_event or (lambda *_: None))("archive", {"run_id": archive.id, "path": str(archive.path)})
+    return Pipeline(loaded, archive, state, on_event).run()
+
+
+def resume_optimize(folder: Path, *, on_event: Event | None = None) -> OptimizeOutcome:
+    """Continue an interrupted pipeline without redoing finished stages."""
+    try:
+        state = OptimizeState(**json.loads((folder / "state.json").read_text()))
+        given = (folder / "recipe.given.yaml").read_text()
+        status = json.loads((folder / "status.json").read_text())
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"{folder}: not a resumable optimize archive ({exc}); give the "
+                         "folder printed by the interrupted `mopt optimize`") from None
+    if status.get("status") == STATUS_OK:
+        raise UsageError(f"{folder}: this pipeline already finished; nothing to resume")
+    loaded = load_recipe_text(given, state.recipe_file, state.overrides)
+    loaded.path = Path(state.recipe_file)
+    archive = RunArchive(folder, folder.name)
+    archive.set_status("running", resumed_at=utc_now())
+    (on_event or (lambda *_: None))("archive", {"run_id": archive.id, "path": str(folder),
+                                                "resumed": len(state.stages)})
+    return Pipeline(loaded, archive, state, on_event).run()
