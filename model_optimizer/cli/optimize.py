@@ -89,9 +89,9 @@ def optimize(
     Exit codes: 0 a revision was written; 2 bad input; 4 nothing ran well enough; 130
     interrupted (continue with --resume).
     """
-    from model_optimizer.cli.apply import _sigterm_as_interrupt
+    from model_optimizer.signals import terminate_as_interrupt
 
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     progress = OptimizeProgress(err_console if as_json else console)
     run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress),
                progress, "optimize", "report.md, summary.csv, plot.png", as_json)
@@ -107,8 +107,11 @@ def _run(target, resume, output, force, overrides, runs_dir_opt, progress):
         return resume_optimize(resume, on_event=progress)
     if target is None:
         raise UsageError("give a MODEL_DIR or RECIPE to optimize, or --resume runs/<id>")
+    from model_optimizer.cli.current import check_before_launch
+
     recipe = _recipe_for(target, output)
     loaded = load_recipe(recipe, overrides)
+    check_before_launch(loaded, False, err_console)  # preflight: exit 2 before any launch
     return start_optimize(loaded, runs_dir(runs_dir_opt), output=output, force=force,
                           on_event=progress)
 

@@ -44,10 +44,10 @@ def quantize(
     when the checkpoint on disk changes (--strict refuses). Exit 0; 2 bad input; 3 the
     quantizer failed; 130 interrupted.
     """
-    from model_optimizer.cli.apply import _sigterm_as_interrupt
     from model_optimizer.quantize.run import quantize as run_quantize
+    from model_optimizer.signals import terminate_as_interrupt
 
-    _sigterm_as_interrupt()
+    terminate_as_interrupt()
     extra = [f"quantize.scheme={scheme}"] if scheme else []
     loaded = load_recipe(recipe, [*(overrides or []), *extra])
     say = err_console if as_json else console
