@@ -184,7 +184,7 @@ def read_entry(folder: Path, root: Path) -> dict:
                 "status": status.get("status") or "incomplete", "pid": status.get("pid"),
                 "updated_at": status.get("updated_at"),
                 "finished_at": status.get("finished_at"), "signature": signature(folder)})
-    reader = {"sweep": _search_columns, "tune": _search_columns,
+    reader = {"sweep": _search_columns, "tune": _search_columns, "optimize": _search_columns,
               "rollback": _rollback_columns}.get(kind, _run_columns)
     row.update(reader(folder))
     if row["parent"] is None and folder.parent.name == STEPS_DIR:

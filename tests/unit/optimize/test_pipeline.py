@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import model_optimizer.optimize.pipeline as pipeline_module
+from model_optimizer.archive.index import all_rows
 from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.measure import Measurement
 from model_optimizer.models.pins import checkpoint_hash
@@ -90,6 +91,10 @@ def test_stages_survivor_revision_and_report(project, monkeypatch):
     assert "| **w4a16** (survivor) |" in (archive / "report.md").read_text()
     assert verify_archive(archive) == []
     assert json.loads((archive / "status.json").read_text())["kind"] == "optimize"
+    [row] = [r for r in all_rows(project / "runs") if r["kind"] == "optimize"]
+    assert (row["qps"], row["recipe_revision"], row["status"]) == (12.0, 2, "ok")
+    kinds = {r["kind"] for r in all_rows(project / "runs")}
+    assert "quantize" in kinds
 
 
 def test_the_baseline_survives_when_it_is_fastest(project, monkeypatch):
