@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import yaml
 
 INDEX_NAME = "index.sqlite"
 LOCK_NAME = ".lock"
+LOCK_TIMEOUT_S = 30.0
 SCHEMA_VERSION = 1
 STEPS_DIR = "steps"
 BUSY_TIMEOUT_S = 60.0
@@ -221,11 +223,24 @@ def scan(root: Path) -> dict[str, Path]:
 
 
 @contextlib.contextmanager
-def locked(root: Path) -> Iterator[None]:
-    """Exclusive lock on ``<root>/.lock`` for the duration of an index write."""
+def locked(root: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """Exclusive lock on ``<root>/.lock`` for the duration of an index write.
+
+    Waits at most ``timeout_s`` (``LOCK_TIMEOUT_S``): a hung process holding the lock must
+    not block every other mopt forever. Raises TimeoutError (an OSError) after that.
+    """
     root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + (LOCK_TIMEOUT_S if timeout_s is None else timeout_s)
     with open(root / LOCK_NAME, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{root / LOCK_NAME} is held by another mopt process; "
+                                       "if none is running, delete the file") from None
+                time.sleep(0.1)
         try:
             yield
         finally:

@@ -193,6 +193,10 @@ def _file_problems(folder: Path, label: str, listed: dict) -> list[ArchiveProble
     problems = []
     for rel, entry in sorted(listed.items()):
         target = folder / rel
+        if not _inside(folder, rel):
+            problems.append(ArchiveProblem(label, rel, "outside_archive",
+                                           "the manifest names a file outside the archive"))
+            continue
         expected = entry.get("sha256") if isinstance(entry, dict) else None
         if not target.is_file():
             problems.append(ArchiveProblem(label, rel, "missing_file",
@@ -212,6 +216,16 @@ def _file_problems(folder: Path, label: str, listed: dict) -> list[ArchiveProble
                                            "not listed in the manifest: added after the "
                                            "archive was sealed"))
     return problems
+
+
+def _inside(folder: Path, rel: str) -> bool:
+    """True when ``rel`` is a relative path that stays inside ``folder`` (no .., no link out)."""
+    if not isinstance(rel, str) or not rel or Path(rel).is_absolute() or ".." in Path(rel).parts:
+        return False
+    try:
+        return (folder / rel).resolve().is_relative_to(folder.resolve())
+    except (OSError, ValueError):
+        return False
 
 
 def verify_archive(path: str | Path, deep: bool = False) -> list[ArchiveProblem]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.archive import runs_dir
@@ -53,7 +54,7 @@ def print_outcome(outcome: RunOutcome) -> None:
     """Summary of a run for humans."""
     metrics = outcome.metrics
     if outcome.failure is not None:
-        err_console.print(f"[bold red]{outcome.status}[/]: {outcome.failure.hint}",
+        err_console.print(f"[bold red]{escape(outcome.status)}[/]: {escape(outcome.failure.hint)}",
                           highlight=False)
         for line in outcome.failure.evidence[:6]:
             err_console.print(f"  log: {line}", highlight=False, markup=False)
@@ -68,7 +69,7 @@ def print_outcome(outcome: RunOutcome) -> None:
             verdict = ("[green]SLOs met[/]" if outcome.slo_met else
                        "[red]SLOs not met:[/] " + "; ".join(metrics.get("slo_violations") or []))
             console.print(verdict, highlight=False)
-    console.print(f"archive: {outcome.archive}", highlight=False)
+    console.print(f"archive: {outcome.archive}", highlight=False, markup=False)
 
 
 @handle_errors
@@ -99,7 +100,7 @@ def apply(
     loaded = load_recipe(recipe, overrides)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir)
     for message in drift:
-        err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
+        err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False)
     check_before_launch(loaded, force, err_console)
     terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +12,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from model_optimizer.errors import EXIT_INTERRUPTED, MoptError, RecipeError
+from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_USAGE, MoptError, RecipeError, UsageError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -42,7 +44,7 @@ def report_error(exc: MoptError, as_json: bool = False) -> None:
     if as_json:
         print_json({"ok": False, "error": str(exc)})
         return
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
 def handle_errors(func: Callable) -> Callable:
@@ -58,5 +60,8 @@ def handle_errors(func: Callable) -> Callable:
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (OSError, sqlite3.Error) as exc:  # a read-only or full disk, a broken index
+            report_error(UsageError(f"{type(exc).__name__}: {exc}"), bool(kwargs.get("as_json")))
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper

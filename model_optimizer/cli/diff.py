@@ -10,6 +10,7 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
 from model_optimizer.cli.completion import complete_run_or_recipe
+from model_optimizer.errors import UsageError
 from model_optimizer.history import stats
 from model_optimizer.history.diff import diff as diff_sides
 from model_optimizer.history.diff import render
@@ -40,6 +41,11 @@ def diff(
     means p < alpha and a change of at least --min-effect. Archives are verified against
     their manifests first. Exit 0 (2 for bad input or a broken archive).
     """
+    if not 0 < alpha < 1:  # also refuses nan
+        raise UsageError(f"--alpha {alpha}: a significance level lies between 0 and 1, "
+                         "e.g. 0.01")
+    if not 0 <= min_effect < float("inf"):
+        raise UsageError(f"--min-effect {min_effect}: give a relative change >= 0, e.g. 0.10")
     result = diff_sides(a, b, runs_dir(runs_dir_opt), alpha, min_effect)
     if as_json:
         print_json(result.to_dict())

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.cli.common import (
@@ -107,7 +108,7 @@ def plan(
                                     ("warning", report.warnings, "yellow"),
                                     ("note", report.notes, "dim")):
             for item in items:
-                console.print(f"[{style}]{label}:[/] {item}", highlight=False)
+                console.print(f"[{style}]{label}:[/] {escape(str(item))}", highlight=False)
         style = "green" if report.fits and not report.warnings else (
             "yellow" if report.fits else "bold red")
         console.print(f"verdict: [{style}]{report.verdict}[/]")

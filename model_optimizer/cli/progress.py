@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 
@@ -114,14 +115,16 @@ def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,
     except KeyboardInterrupt:
         if progress.search_path:
             err_console.print(f"interrupted; continue with: mopt {command} --resume "
-                              f"{progress.search_path}", highlight=False)
+                              f"{progress.search_path}", highlight=False, markup=False)
         raise
     if as_json:
         print_json(outcome.to_dict())
     else:
-        console.print(f"\n{outcome.reason}", highlight=False)
+        console.print(f"\n{outcome.reason}", highlight=False, markup=False)
         if outcome.written:
-            console.print(f"[green]wrote {outcome.written}[/] (new revision, validated)",
+            console.print(f"[green]wrote {escape(str(outcome.written))}[/] "
+                          "(new revision, validated)",
                           highlight=False)
-        console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False)
+        console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False,
+                      markup=False)
     raise typer.Exit(outcome.exit_code)

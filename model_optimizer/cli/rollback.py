@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
@@ -52,6 +53,9 @@ def rollback(
     tolerance: Annotated[float, typer.Option(
         help="--apply: largest relative difference of QPS and p50 latencies that passes.")]
     = TOLERANCE,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite the target even when it is not a recipe of the same "
+                        "name.")] = False,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -66,27 +70,28 @@ def rollback(
     1 --apply ran but the figures differ beyond the tolerance; 2 bad input or a broken
     archive; 3/5 the relaunched server failed.
     """
-    result = restore(ref, runs_dir(runs_dir_opt), recipe)
+    result = restore(ref, runs_dir(runs_dir_opt), recipe, force=force)
     if not apply_it:
         if as_json:
             print_json(result.to_dict())
         else:
-            console.print(f"[green]rolled back[/] {result.recipe_file} to the recipe of "
-                          f"{result.source}: revision {result.previous_revision} -> "
+            console.print(f"[green]rolled back[/] {escape(str(result.recipe_file))} to the "
+                          "recipe of "
+                          f"{escape(str(result.source))}: revision {result.previous_revision} -> "
                           f"{result.revision}", highlight=False, soft_wrap=True)
             console.print(f"replaced revision archived in {result.archive}",
-                          highlight=False, soft_wrap=True)
+                          highlight=False, soft_wrap=True, markup=False)
         return
     terminate_as_interrupt()
     for message in check_drift(load_recipe(result.recipe_file).resolved):
-        err_console.print(f"[yellow]drift:[/] {message}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False, soft_wrap=True)
     with RunProgress(err_console if as_json else console) as progress:
         check = reverify(result, tolerance, on_event=progress)
     if as_json:
         print_json({"rollback": result.to_dict(), "verification": check.to_dict()})
     else:
         console.print(f"rolled back {result.recipe_file} to revision {result.revision} "
-                      f"(recipe of {result.source})", highlight=False, soft_wrap=True)
+                      f"(recipe of {result.source})", highlight=False, soft_wrap=True, markup=False)
         print_outcome(check.outcome)
         _print_verification(check)
     if not check.outcome.ok:

@@ -30,7 +30,10 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(UTC)
     match = _DURATION.match(text.strip().lower())
     if match:
-        return now - timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+        except (OverflowError, ValueError):
+            return datetime.min.replace(tzinfo=UTC)  # further back than any run
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -122,7 +125,8 @@ def runs(
     if reindex and root.is_dir():
         counts = index.refresh(root, full=True)
         if not as_json:
-            console.print(f"reindexed {root}: {counts['total']} archives", highlight=False)
+            console.print(f"reindexed {root}: {counts['total']} archives", highlight=False,
+                          markup=False)
     moment = parse_since(since) if since else None
     rows = select(index.all_rows(root), recipe, status, moment, steps)
     if as_json:
@@ -131,7 +135,7 @@ def runs(
     if not rows:
         console.print(f"no runs under {root}" + (" matching the filters" if
                                                   (recipe or status or since) else ""),
-                      highlight=False)
+                      highlight=False, markup=False)
         return
     for line in table_lines(rows):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -62,4 +62,5 @@ def show(
         console.print("(--port 0: mopt picks a free port at launch)", style="dim")
     if vllm_config_out is not None:
         console.print(f"wrote vLLM config {vllm_config_out} "
-                      f"(run: vllm serve --config {vllm_config_out})", highlight=False)
+                      f"(run: vllm serve --config {vllm_config_out})", highlight=False,
+                      markup=False)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from model_optimizer.cli.common import (
     JsonOption,
@@ -64,11 +65,12 @@ def validate(
             for message in result.get("drift", []):
                 err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
             if result["ok"]:
-                console.print(f"[green]ok[/]  {result['file']}  "
+                console.print(f"[green]ok[/]  {escape(result['file'])}  "
                               f"({result['name']}, revision {result['revision']})",
                               highlight=False)
             else:
-                err_console.print(f"[bold red]invalid[/]  {result['file']}", highlight=False)
+                err_console.print(f"[bold red]invalid[/]  {escape(result['file'])}",
+                                  highlight=False)
                 err_console.print(result["text"], highlight=False, soft_wrap=True, markup=False)
     if not all_ok:
         raise typer.Exit(EXIT_USAGE)

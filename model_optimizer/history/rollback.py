@@ -125,8 +125,13 @@ def _current(target: Path) -> tuple[str | None, int | None]:
 
 # ----- the rollback ----------------------------------------------------------------------------
 def rollback(ref: str | Path, runs_base: str | Path,
-             recipe_file: str | Path | None = None) -> RollbackResult:
-    """Restore the recipe of run or sweep ``ref`` as a new revision of its recipe file."""
+             recipe_file: str | Path | None = None, force: bool = False) -> RollbackResult:
+    """Restore the recipe of run or sweep ``ref`` as a new revision of its recipe file.
+
+    The target must be a recipe of the same name (``force`` skips that check): an archive,
+    which can be edited and re-sealed, may not make mopt overwrite an arbitrary file. The
+    rollback archive always goes under ``runs_base``.
+    """
     view = archives.load(ref, runs_base)
     restore = _restore_search(view) if view.kind in ("sweep", "tune") else _restore_run(view)
     target_name = str(recipe_file or restore.default_file or "")
@@ -138,13 +143,15 @@ def rollback(ref: str | Path, runs_base: str | Path,
         raise UsageError(f"{view.path} was made from {target}, which does not exist here "
                          "(a relative path is relative to where mopt ran); give the recipe "
                          "file to roll back with --recipe FILE")
-    current_text, current_revision = _current(target)
     base = load_recipe_text(restore.text, str(target), restore.overrides)
+    if not force:
+        _check_target(target, base.name)
+    current_text, current_revision = _current(target)
     base_revision = current_revision if current_revision is not None else \
         base.resolved["revision"]
     loaded = load_recipe_text(restore.text, str(target),
                               restore.overrides + [f"revision={base_revision}"])
-    archive = _open_rollback_archive(view, loaded.name, target, current_text,
+    archive = _open_rollback_archive(view, runs_base, loaded.name, target, current_text,
                                      current_revision, base_revision + 1)
     text = _write(archive, loaded, restore.validated, target)
     return RollbackResult(view.id, view.kind, target, current_revision, base_revision + 1,
@@ -152,10 +159,25 @@ def rollback(ref: str | Path, runs_base: str | Path,
                           dict(restore.validated.get("metrics") or {}))
 
 
-def _open_rollback_archive(view: archives.ArchiveView, name: str, target: Path,
-                           current_text: str | None, current_revision: int | None,
-                           revision: int) -> RunArchive:
-    archive = RunArchive.create(runs_root_of(view.path), f"{name}-rollback", kind="rollback")
+def _check_target(target: Path, name: str) -> None:
+    """A file that exists must be a recipe named ``name``; UsageError otherwise."""
+    if not target.exists():
+        return
+    try:
+        found = load_recipe(target).name
+    except RecipeError:
+        found = None
+    if found != name:
+        what = f"the recipe '{found}'" if found else "no valid recipe"
+        raise UsageError(f"{target} holds {what}, not '{name}': mopt will not overwrite it "
+                         "(an archive names this file); give the right file with --recipe, "
+                         "or --force")
+
+
+def _open_rollback_archive(view: archives.ArchiveView, runs_base: str | Path, name: str,
+                           target: Path, current_text: str | None,
+                           current_revision: int | None, revision: int) -> RunArchive:
+    archive = RunArchive.create(runs_base, f"{name}-rollback", kind="rollback")
     archive.write_json("run.json", {
         "id": archive.id, "created_at": utc_now(), "kind": "rollback", "recipe_name": name,
         "recipe_file": str(target), "rollback_of": view.id, "source_kind": view.kind,

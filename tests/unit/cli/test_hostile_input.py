@@ -1,0 +1,71 @@
+"""Hostile input at the command line: exit 2 with a message, no traceback, bounded."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from model_optimizer.archive import index
+from model_optimizer.cli.main import app
+
+
+def invoke(*args):
+    result = CliRunner().invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        repr(result.exception))
+    return result
+
+
+def test_markup_in_a_path_is_printed_as_written(tmp_path):
+    path = tmp_path / "d[" / "][bold]x.yaml"
+    result = invoke("show", str(path))
+    assert result.exit_code == 2
+    assert "d[/][bold]x.yaml: file not found" in result.output
+
+
+def test_validate_dev_zero_is_bounded():
+    started = time.monotonic()
+    result = invoke("validate", "/dev/zero")
+    assert result.exit_code == 2 and "the limit for recipes" in result.output
+    assert time.monotonic() - started < 10
+
+
+def test_runs_since_an_absurd_duration_lists_everything(tmp_path):
+    result = invoke("runs", "--since", "99999999999w", "--runs-dir", str(tmp_path))
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize("alpha", ["nan", "0", "1.5"])
+def test_diff_alpha_outside_0_1_is_refused(tmp_path, alpha):
+    result = invoke("diff", "a", "b", "--alpha", alpha, "--runs-dir", str(tmp_path))
+    assert result.exit_code == 2 and "--alpha" in result.output
+
+
+def test_an_index_that_is_a_folder_is_a_clean_error(tmp_path):
+    (tmp_path / "index.sqlite").mkdir()
+    (tmp_path / "x").mkdir()
+    result = invoke("runs", "--runs-dir", str(tmp_path))
+    assert result.exit_code == 2 and "index.sqlite" in result.output
+
+
+def test_wrong_typed_status_json_is_listed_not_a_crash(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "status.json").write_text(json.dumps({"status": 5, "pid": "no"}))
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "status.json").write_bytes(b"\xff\xfe not utf-8")
+    result = invoke("runs", "--runs-dir", str(tmp_path))
+    assert result.exit_code in (0, 2)
+
+
+def test_a_hung_lock_holder_does_not_block_writers_forever(tmp_path):
+    with open(tmp_path / index.LOCK_NAME, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # another process hangs with the lock
+        started = time.monotonic()
+        with (pytest.raises(TimeoutError, match="held by another mopt process"),
+              index.locked(tmp_path, timeout_s=0.5)):
+            pass
+        assert time.monotonic() - started < 5
