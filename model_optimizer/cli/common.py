@@ -60,7 +60,8 @@ def handle_errors(func: Callable) -> Callable:
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except (OSError, sqlite3.Error) as exc:  # a read-only or full disk, a broken index
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:  # a read-only or full
+            # disk, a broken index, a file that is not text
             report_error(UsageError(f"{type(exc).__name__}: {exc}"), bool(kwargs.get("as_json")))
             raise typer.Exit(EXIT_USAGE) from None
 
