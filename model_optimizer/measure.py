@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_optimizer.engine.factory import EngineFactory
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
@@ -73,8 +74,12 @@ def step_figures(outcome: RunOutcome | None) -> dict:
 def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
                           objective: str, model_config: dict | None = None,
                           on_event: EventCallback | None = None,
-                          archive_extra: dict | None = None) -> Measurement:
-    """Planner check, then ``repeats`` archived runs; stops repeating at the first failure."""
+                          archive_extra: dict | None = None,
+                          engine_factory: EngineFactory | None = None) -> Measurement:
+    """Planner check, then ``repeats`` archived runs; stops repeating at the first failure.
+
+    ``engine_factory`` chooses the server process (default: vLLM; tests use the mock).
+    """
     verdict = planner_verdict(step, model_config)
     if verdict is not None:
         return Measurement("skipped", failure_kind="planner", reason=verdict,
@@ -83,7 +88,8 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
     outcome: RunOutcome | None = None
     for repeat in range(repeats):
         outcome = run_recipe(step, runs_base, on_event=on_event,
-                             archive_extra={**(archive_extra or {}), "repeat": repeat})
+                             archive_extra={**(archive_extra or {}), "repeat": repeat},
+                             engine_factory=engine_factory)
         result.run_ids.append(outcome.run_id)
         if not outcome.ok:
             result.status = "failed"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from model_optimizer.archive import (
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
+from model_optimizer.engine.factory import EngineFactory, VllmEngine
 from model_optimizer.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -38,7 +38,7 @@ from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, su
 from model_optimizer.load.prompts import LazyPrompts
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
+from model_optimizer.recipe.render import model_location
 from model_optimizer.secrets import (
     redact_argv,
     redact_env,
@@ -151,10 +151,12 @@ class _Measurement:
 def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
                on_event: EventCallback | None = None,
                workload_override: dict | None = None,
-               archive_extra: dict | None = None) -> RunOutcome:
+               archive_extra: dict | None = None,
+               engine_factory: EngineFactory | None = None) -> RunOutcome:
     """Launch, measure and archive ``loaded``; always stop the server.
 
     ``workload_override`` replaces workload keys (the sweep's sustained confirmation run).
+    ``engine_factory`` chooses the server process (default: vLLM; tests use the mock).
     Raises KeyboardInterrupt after archiving as ``interrupted`` when interrupted.
     """
     emit = on_event or (lambda phase, data: None)
@@ -164,16 +166,15 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     engine_cfg = recipe["engine"]
     host = engine_cfg["host"]
     port = engine_cfg["port"] or free_port(host)
-    argv = vllm_argv(recipe, loaded.base_dir, port=port)
-    env = server_env(recipe)
+    factory = engine_factory or VllmEngine()
+    command = factory.command(recipe, loaded.base_dir, port)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name)
-    _write_start(archive, loaded, argv, env, {"workload": workload, **(archive_extra or {})})
+    _write_start(archive, loaded, command.argv, command.env,
+                 {"workload": workload, **(archive_extra or {})})
     base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    engine = EngineProcess(expand_references(argv, dict(os.environ)),
-                           expand_references(env, dict(os.environ)),
-                           archive.file("engine.log"), base_url,
-                           startup_timeout_s=engine_cfg["startup_timeout_s"])
+    engine = factory.process(command, archive.file("engine.log"), base_url,
+                             engine_cfg["startup_timeout_s"])
     measurement = _Measurement(archive)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})

@@ -26,8 +26,19 @@ request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whos
 ``choices`` is an object; ``string_usage`` reports ``completion_tokens`` as a string;
 ``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded).
 
+Batching: with ``max_num_seqs`` set, at most that many requests generate at once and the rest
+wait (``vllm:num_requests_waiting``); a request's clock starts when it is admitted, so
+throughput grows with the batch up to ``max_num_seqs`` and then plateaus, like an engine.
+
 Use it in a background thread (``with MockServer(ttft_s=0.05, itl_s=0.01) as server:
 server.url``) or as a process: ``python -m model_optimizer.load.mock_server --port 8000``.
+As a process it accepts vLLM's server flags (``--model DIR --served-model-name NAME --host
+--port --max-num-seqs ...``; the ones it does not model are ignored), so it can stand in as the
+engine process mopt supervises (``engine.factory.MockEngine``), with engine-like faults:
+``--mock-startup-s`` (health answers after a delay), ``--mock-fail-start TEXT`` (print TEXT
+as the log and exit 1 before serving), ``--mock-die-after N`` (exit after the N-th request
+arrives) and ``--mock-engine-core group|setsid`` (start a child process, like vLLM's engine
+core, in the server's process group or in a session of its own).
 """
 
 from __future__ import annotations
@@ -35,15 +46,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
+
+from model_optimizer.load.mock_answer import Job, count_prompt_tokens, error_body
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class MockConfig:
     malformed_choices_every_n: int = 0
     string_usage: bool = False
     no_newlines: bool = False
+    max_num_seqs: int = 0             # 0: no batch limit
+    die_after_n: int = 0              # exit the process when request n arrives (0: never)
 
 
 @dataclass
@@ -72,43 +88,11 @@ class MockCounters:
 
     requests: int = 0
     running: int = 0
+    waiting: int = 0
     succeeded: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
     payloads: list[dict] = field(default_factory=list)
-
-
-def count_prompt_tokens(body: dict[str, Any]) -> int:
-    """The mock's prompt length: token ids counted, else whitespace-separated words."""
-    if "messages" in body:
-        return sum(_message_words(message) for message in body.get("messages") or [])
-    prompt = body.get("prompt", "")
-    if isinstance(prompt, list):
-        if all(isinstance(item, int) for item in prompt):
-            return len(prompt)
-        return sum(len(str(item).split()) for item in prompt)
-    return len(str(prompt).split())
-
-
-def _message_words(message: dict[str, Any]) -> int:
-    content = message.get("content") or ""
-    if isinstance(content, list):
-        content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return len(str(content).split())
-
-
-def _error_body(message: str, status: int) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "MockError", "param": None, "code": status}}
-
-
-def _chunk_ranges(output_tokens: int, per_chunk: int) -> list[tuple[int, int]]:
-    """``(first, end)`` token index ranges of each chunk."""
-    return [(first, min(first + per_chunk, output_tokens))
-            for first in range(0, output_tokens, per_chunk)]
-
-
-def _token_text(first: int, end: int) -> str:
-    return "".join(f" t{index}" for index in range(first, end))
 
 
 class MockApp:
@@ -117,6 +101,7 @@ class MockApp:
     def __init__(self, config: MockConfig) -> None:
         self.config = config
         self.counters = MockCounters()
+        self._batch: asyncio.Semaphore | None = None
 
     def build(self) -> web.Application:
         """The aiohttp application with every route."""
@@ -141,7 +126,7 @@ class MockApp:
         counters = self.counters
         series = [
             ("num_requests_running", "gauge", "", counters.running),
-            ("num_requests_waiting", "gauge", "", 0),
+            ("num_requests_waiting", "gauge", "", counters.waiting),
             ("kv_cache_usage_perc", "gauge", "", min(1.0, counters.running / 100.0)),
             ("num_preemptions", "counter", "_total", 0),
             ("prompt_tokens", "counter", "_total", counters.prompt_tokens),
@@ -165,142 +150,52 @@ class MockApp:
         try:
             body = await request.json()
         except ValueError:
-            return web.json_response(_error_body("body is not JSON", 400), status=400)
+            return web.json_response(error_body("body is not JSON", 400), status=400)
         self.counters.requests += 1
         number = self.counters.requests
         self.counters.payloads.append(body)
         config = self.config
+        if config.die_after_n and number >= config.die_after_n:
+            print(f"mock engine: EngineDeadError injected at request {number}", flush=True)
+            os._exit(1)
         if body.get("model") not in (None, config.model):
             message = f"The model `{body.get('model')}` does not exist."
-            return web.json_response(_error_body(message, 404), status=404)
+            return web.json_response(error_body(message, 404), status=404)
         if config.redirect_to:
             raise web.HTTPTemporaryRedirect(config.redirect_to)
         if config.fail_every_n and number % config.fail_every_n == 0:
             message = f"injected failure on request {number}"
-            return web.json_response(_error_body(message, config.fail_status),
+            return web.json_response(error_body(message, config.fail_status),
                                      status=config.fail_status)
+        async with self._admitted(arrived) as started:
+            job = Job(self, request, body, chat, number, started)
+            try:
+                return await (job.stream() if body.get("stream") else job.whole())
+            except ConnectionError:  # the client went away mid-answer
+                return job.response or web.Response(status=499)
+
+    @contextlib.asynccontextmanager
+    async def _admitted(self, arrived: float):
+        """Hold one of ``max_num_seqs`` batch slots (waiting for one) while generating; yields
+        when the request's clock starts (its arrival, or its admission after a wait)."""
+        if self.config.max_num_seqs and self._batch is None:
+            self._batch = asyncio.Semaphore(self.config.max_num_seqs)
+        started = arrived
+        if self._batch is not None:
+            self.counters.waiting += 1
+            try:
+                waits = self._batch.locked()
+                await self._batch.acquire()
+                started = time.perf_counter() if waits else arrived
+            finally:
+                self.counters.waiting -= 1
         self.counters.running += 1
-        job = _Job(self, request, body, chat, number, arrived)
         try:
-            return await (job.stream() if body.get("stream") else job.whole())
-        except ConnectionError:  # the client went away mid-answer
-            return job.response or web.Response(status=499)
+            yield started
         finally:
             self.counters.running -= 1
-
-
-class _Job:
-    """One generation request being answered."""
-
-    def __init__(self, app: MockApp, request: web.Request, body: dict, chat: bool,
-                 number: int, arrived: float) -> None:
-        self.app, self.config, self.request, self.body = app, app.config, request, body
-        self.chat, self.number, self.arrived = chat, number, arrived
-        self.output_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens")
-                                 or self.config.default_max_tokens)
-        self.prompt_tokens = count_prompt_tokens(body)
-        self.request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
-        self.response: web.StreamResponse | None = None
-        self.created = int(time.time())
-
-    def _envelope(self, choices: list, **extra: Any) -> dict[str, Any]:
-        kind = "chat.completion.chunk" if self.chat else "text_completion"
-        return {"id": self.request_id, "object": kind, "created": self.created,
-                "model": self.config.model, "choices": choices, **extra}
-
-    def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
-        if self.chat:
-            return {"index": 0, "delta": {"content": text}, "logprobs": None,
-                    "finish_reason": finish_reason}
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                "stop_reason": None}
-
-    def _usage(self) -> dict[str, Any]:
-        completion = str(self.output_tokens) if self.config.string_usage else self.output_tokens
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + self.output_tokens}
-
-    def _ready_at(self, token_index: int) -> float:
-        return self.arrived + self.config.ttft_s + token_index * self.config.itl_s
-
-    def _count_success(self) -> None:
-        counters = self.app.counters
-        counters.succeeded += 1
-        counters.prompt_tokens += self.prompt_tokens
-        counters.generation_tokens += self.output_tokens
-
-    async def whole(self) -> web.Response:
-        """A non-streamed answer after the full generation time."""
-        await _sleep_until(self._ready_at(self.output_tokens - 1))
-        text = _token_text(0, self.output_tokens)
-        if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "finish_reason": "length"}
-        else:
-            choice = {"index": 0, "text": text, "finish_reason": "length"}
-        self._count_success()
-        body = self._envelope([choice], usage=self._usage())
-        body["object"] = "chat.completion" if self.chat else "text_completion"
-        return web.json_response(body)
-
-    async def stream(self) -> web.StreamResponse:
-        """A streamed answer, with the injected faults of this request number."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
-        self.response = response
-        await response.prepare(self.request)
-        if self.chat:
-            role = {"index": 0, "delta": {"role": "assistant", "content": ""},
-                    "logprobs": None, "finish_reason": None}
-            await _send_event(response, self._envelope([role]))
-        config = self.config
-        drop = bool(config.drop_every_n) and self.number % config.drop_every_n == 0
-        stream_error = (bool(config.stream_error_every_n)
-                        and self.number % config.stream_error_every_n == 0)
-        ranges = _chunk_ranges(self.output_tokens, max(1, config.tokens_per_chunk))
-        if config.no_newlines:
-            return await self._endless_line(response)
-        malformed = (bool(config.malformed_choices_every_n)
-                     and self.number % config.malformed_choices_every_n == 0)
-        if malformed:
-            await _send_event(response, self._envelope({"0": {"text": "x"}}))  # type: ignore[arg-type]
-        for chunk_index, (first, end) in enumerate(ranges):
-            if drop and chunk_index >= config.drop_after_chunks:
-                self.request.transport.abort()  # the client sees a truncated stream
-                return response
-            if stream_error and chunk_index == 1:
-                await _send_event(response, _error_body("injected stream error", 500))
-                break
-            await _sleep_until(self._ready_at(end - 1))
-            finish_reason = "length" if end == self.output_tokens else None
-            await _send_event(response, self._envelope([self._choice(
-                _token_text(first, end), finish_reason)]))
-        else:
-            self._count_success()
-            options = self.body.get("stream_options") or {}
-            if options.get("include_usage"):
-                await _send_event(response, self._envelope([], usage=self._usage()))
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
-
-
-    async def _endless_line(self, response: web.StreamResponse) -> web.StreamResponse:
-        """``data: xxxx...`` without a newline until the client gives up (bounded here too)."""
-        for _ in range(64):  # 64 x 64 KiB = 4 MiB, past the client's 1 MiB line limit
-            await response.write(b"data: " + b"x" * 65536)
-        await response.write_eof()
-        return response
-
-
-async def _send_event(response: web.StreamResponse, event: dict[str, Any]) -> None:
-    await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-
-
-async def _sleep_until(perf_target: float) -> None:
-    delay = perf_target - time.perf_counter()
-    if delay > 0:
-        await asyncio.sleep(delay)
+            if self._batch is not None:
+                self._batch.release()
 
 
 MOCK_APP_KEY = web.AppKey("mock", MockApp)
@@ -402,26 +297,53 @@ class MockServer:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="mopt's OpenAI-compatible mock server")
+    """The mock's own flags and vLLM's server flags it models; other vLLM flags are ignored."""
+    parser = argparse.ArgumentParser(description="mopt's OpenAI-compatible mock server",
+                                     allow_abbrev=False)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model", default=MockConfig.model)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--max-num-seqs", type=int, default=0)
     parser.add_argument("--ttft-ms", type=float, default=0.0)
     parser.add_argument("--itl-ms", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--fail-every", type=int, default=0, help="HTTP error every Nth request")
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--drop-every", type=int, default=0, help="drop every Nth stream")
-    return parser.parse_args(argv)
+    parser.add_argument("--mock-startup-s", type=float, default=0.0)
+    parser.add_argument("--mock-fail-start", default=None)
+    parser.add_argument("--mock-die-after", type=int, default=0)
+    parser.add_argument("--mock-engine-core", choices=("none", "group", "setsid"),
+                        default="none")
+    args, _ignored = parser.parse_known_args(argv)
+    return args
+
+
+def start_engine_core(mode: str) -> subprocess.Popen | None:
+    """A child process standing in for vLLM's engine core (it sleeps until killed)."""
+    if mode == "none":
+        return None
+    code = "import time\nwhile True: time.sleep(1)"
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=mode == "setsid",
+                            stdin=subprocess.DEVNULL)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the mock in the foreground until interrupted."""
     args = _parse_args(argv)
-    config = MockConfig(model=args.model, ttft_s=args.ttft_ms / 1000.0,
-                        itl_s=args.itl_ms / 1000.0, tokens_per_chunk=args.tokens_per_chunk,
-                        fail_every_n=args.fail_every, fail_status=args.fail_status,
-                        drop_every_n=args.drop_every)
+    if args.mock_fail_start:
+        print(args.mock_fail_start, flush=True)
+        sys.exit(1)
+    config = MockConfig(model=args.served_model_name or args.model,
+                        ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0,
+                        tokens_per_chunk=args.tokens_per_chunk, fail_every_n=args.fail_every,
+                        fail_status=args.fail_status, drop_every_n=args.drop_every,
+                        max_num_seqs=args.max_num_seqs, die_after_n=args.mock_die_after)
+    core = start_engine_core(args.mock_engine_core)
+    if core is not None:
+        print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)
+    time.sleep(args.mock_startup_s)
     print(f"mock OpenAI server for model {config.model!r} on http://{args.host}:{args.port}",
           flush=True)
     web.run_app(create_app(config), host=args.host, port=args.port, access_log=None,

@@ -1,11 +1,19 @@
-"""Writing recipe-derived files: the vLLM-native config and new recipe revisions."""
+"""Writing recipe-derived files: the vLLM-native config and new recipe revisions.
+
+Recipes are read by mopt's own safe loader (``yamlsource``: file:line:column in every
+error); revisions are written with ruamel.yaml's round trip, so every comment (also after
+flow-style mappings and at the ends of blocks), the key order and the quoting survive.
+"""
 
 from __future__ import annotations
 
+import io
 import shlex
 from pathlib import Path
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from model_optimizer.errors import UsageError
 from model_optimizer.fsutil import atomic_write_text
@@ -34,107 +42,144 @@ def _shell_value(value: str) -> str:
     return shlex.quote(value)
 
 
-def _scalar_text(value: object) -> str:
-    """One YAML scalar as it would appear in a block mapping."""
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+MOPT_NOTE = "Written by mopt; do not edit by hand."
 
 
-def _replace_value(lines: list[str], smap, path: tuple, value: object) -> bool:
-    """Replace a single-line scalar in place (comments after it survive)."""
-    start, end = smap.values.get(path), smap.ends.get(path)
-    if not start or not end or start[0] != end[0] or path in smap.flow:
-        return False
-    row = lines[start[0] - 1]
-    lines[start[0] - 1] = row[: start[1] - 1] + _scalar_text(value) + row[end[1] - 1:]
-    return True
+def _round_trip(text: str) -> YAML:
+    """A ruamel.yaml round-trip instance that writes ``text``'s indentation back."""
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-wrap a long line
+    mapping, sequence, offset = _indentation(text)
+    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+    rt.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar(
+        "tag:yaml.org,2002:null", "null"))
+    return rt
 
 
-def _insert_child(lines: list[str], smap, section: tuple, key: str, value: object) -> bool:
-    """Add ``key: value`` as the first child of a block mapping ``section``."""
-    children = [pos for p, pos in smap.keys.items() if len(p) == len(section) + 1
-                and p[: len(section)] == section]
-    if section and (section not in smap.keys or section in smap.flow or not children):
-        return False
-    if not section and isinstance(value, dict) and value:  # a new section: at the end
-        block = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False)
-        lines.extend(block.splitlines())
-        return True
-    if not section:  # top level: right after `name:` (or before the first key)
-        anchor = smap.keys.get(("name",))
-        line = anchor[0] + 1 if anchor else min(children)[0]
-        lines.insert(line - 1, f"{key}: {_scalar_text(value)}")
-        return True
-    line, column = min(children)
-    indent = " " * (column - 1)
-    if isinstance(value, dict) and value:  # a block mapping, indented under the key
-        block = yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
-        lines[line - 1:line - 1] = [f"{indent}{key}:"] + [
-            f"{indent}  {row}" for row in block.splitlines()]
-        return True
-    lines.insert(line - 1, indent + f"{key}: {_scalar_text(value)}")
-    return True
-
-
-def _drop_top_level_block(lines: list[str], smap, key: str) -> list[str]:
-    """Remove a top-level key and everything under it."""
-    if (key,) not in smap.keys:
-        return lines
-    first = smap.keys[(key,)][0] - 1
-    following = sorted(pos[0] - 1 for p, pos in smap.keys.items() if len(p) == 1
-                       and pos[0] - 1 > first)
-    last = following[0] if following else len(lines)
-    return lines[:first] + lines[last:]
-
-
-def _group_new_sections(changes: dict[tuple, object], smap) -> dict[tuple, object]:
-    """Changes under a mapping the file does not have become one nested value at the
-    first missing level, so a new section is written once (not once per key)."""
-    grouped: dict[tuple, object] = {}
-    for path, value in changes.items():
-        depth = next((i for i in range(1, len(path)) if path[:i] not in smap.keys), None)
-        if depth is None:
-            grouped[path] = value
+def _indentation(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) as the file writes block collections."""
+    mapping, offset = 2, 0
+    previous = ""
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
             continue
-        node = grouped.setdefault(path[:depth], {})
-        for part in path[depth:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-    return grouped
+        indent, parent = len(line) - len(stripped), len(previous) - len(previous.lstrip(" "))
+        if previous.rstrip().endswith(":") and indent > parent:
+            if stripped.startswith("- "):
+                offset = indent - parent
+            else:
+                mapping = indent - parent
+        previous = line
+    return mapping, offset + 2, offset
 
 
-def render_revision(text: str, smap, changes: dict[tuple, object],
-                    validated: dict | None) -> str:
-    """New recipe text: ``changes`` applied in place, the ``validated`` block replaced
-    (dropped when ``validated`` is None).
+def _commented(value: object) -> object:
+    """Plain dicts and lists as ruamel's commented containers (block style)."""
+    if isinstance(value, dict):
+        return CommentedMap((k, _commented(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_commented(v) for v in value)
+    return value
 
-    Comments and layout are kept; a value that cannot be edited in place (a flow mapping,
-    a missing section) makes the whole document re-emitted instead.
-    """
-    lines = text.splitlines()
-    edited = True
-    # apply edits bottom-up so earlier line numbers stay valid
-    def line_of(path: tuple) -> int:
-        position = smap.values.get(path) or smap.keys.get(path[:-1]) or (0, 0)
-        return position[0] or 0
 
-    for path, value in sorted(_group_new_sections(changes, smap).items(),
-                              key=lambda kv: -line_of(kv[0])):
-        if path in smap.values:
-            edited &= _replace_value(lines, smap, path, value)
+def _last_slot(node: object) -> tuple[CommentedMap | CommentedSeq | None, object, int]:
+    """Where the comment that follows ``node`` lives: container, key and slot index."""
+    container, key, index = None, None, 2
+    while isinstance(node, CommentedMap | CommentedSeq) and node:
+        if isinstance(node, CommentedMap):
+            container, key, index = node, next(reversed(node)), 2
         else:
-            edited &= _insert_child(lines, smap, path[:-1], path[-1], value)
-    if not edited:
-        return ""
-    if ("validated",) in smap.keys:
-        from model_optimizer.recipe.yamlsource import parse_yaml
-        _, fresh = parse_yaml("\n".join(lines).encode(), smap.file)
-        lines = _drop_top_level_block(lines, fresh, "validated")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if validated is None:  # a revision nothing has measured yet (e.g. `mopt quantize`)
-        return "\n".join(lines) + "\n"
-    block = yaml.safe_dump({"validated": validated}, sort_keys=False, default_flow_style=False)
-    return "\n".join(lines) + "\n\n# Written by mopt; do not edit by hand.\n" + block
+            container, key, index = node, len(node) - 1, 0
+        node = node[key]
+    return container, key, index
+
+
+def _take_comment(node: object):
+    """Remove and return the comment that follows ``node`` (None if there is none)."""
+    container, key, index = _last_slot(node)
+    slot = container.ca.items.get(key) if container is not None else None
+    if not slot or slot[index] is None:
+        return None
+    token, slot[index] = slot[index], None
+    return token
+
+
+def _put_comment(node: object, token) -> bool:
+    """Make ``token`` follow ``node`` (after any comment already there)."""
+    container, key, index = _last_slot(node)
+    if container is None or token is None:
+        return False
+    slot = container.ca.items.setdefault(key, [None, None, None, None])
+    if slot[index] is None:
+        slot[index] = token
+    else:
+        slot[index].value += token.value.lstrip("\n")
+    return True
+
+
+def _set(data: CommentedMap, path: tuple, value: object) -> None:
+    """Set ``path`` to ``value``; a missing key becomes the first child of its mapping, so a
+    comment that closes the mapping stays after its last line."""
+    node = data
+    for part in path[:-1]:
+        if part not in node:
+            where = list(node).index("model") + 1 if node is data and "model" in node else 0
+            node.insert(where, part, CommentedMap())
+        node = node[part]
+    key = path[-1]
+    if key in node:
+        node[key] = _commented(value)
+    elif node is data:  # a top-level key: right after `name:`
+        node.insert(list(node).index("name") + 1 if "name" in node else 0, key, value)
+    else:
+        node.insert(0, key, _commented(value))
+
+
+def _drop_validated(data: CommentedMap) -> None:
+    """Remove the ``validated`` block; the comments after it stay where they were."""
+    keys = list(data)
+    index = keys.index("validated")
+    closing = _take_comment(data["validated"])
+    if index > 0 and not _put_comment(data[keys[index - 1]], closing) and closing:
+        slot = data.ca.items.setdefault(keys[index - 1], [None, None, None, None])
+        slot[2] = closing
+    del data["validated"]
+
+
+def _replace_validated(data: CommentedMap, validated: dict | None) -> None:
+    """The ``validated`` block replaced where it is (its closing comment kept), else added
+    at the end under a note; dropped when ``validated`` is None."""
+    if validated is None:
+        if "validated" in data:
+            _drop_validated(data)
+        return
+    block = _commented(validated)
+    if "validated" not in data:
+        data["validated"] = block
+        data.yaml_set_comment_before_after_key("validated", before="\n" + MOPT_NOTE)
+        return
+    closing = _take_comment(data["validated"])
+    data["validated"] = block
+    _put_comment(block, closing)
+
+
+def render_revision(text: str, changes: dict[tuple, object], validated: dict | None) -> str:
+    """New recipe text: ``changes`` applied, the ``validated`` block replaced (dropped when
+    ``validated`` is None, a revision nothing has measured yet, e.g. `mopt quantize`); every
+    comment, the key order, quoting and flow style of ``text`` kept (ruamel's round trip)."""
+    rt = _round_trip(text)
+    data = rt.load(text)
+    for path, value in changes.items():
+        _set(data, path, value)
+    _replace_validated(data, validated)
+    out = io.StringIO()
+    rt.dump(data, out)
+    text = out.getvalue()
+    if validated is None:  # mopt's note over a block that is gone
+        text = text.replace(f"\n# {MOPT_NOTE}\n", "\n").rstrip("\n") + "\n"
+    return text
 
 
 def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
@@ -155,8 +200,12 @@ def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
     intended.pop("validated", None)
     if validated is not None:
         intended["validated"] = validated
-    text = render_revision(loaded.source_text, loaded.source_map, all_changes, validated)
+    try:
+        text = render_revision(loaded.source_text, all_changes, validated)
+    except Exception:  # noqa: BLE001 - a round-trip failure must not lose the search's result
+        text = ""
     if not text or not _means(text, intended, load_recipe_text, resolve):
+        # safety net only (no known recipe reaches it): a correct file without the comments
         text = _header(loaded.source_text) + yaml.safe_dump(intended, sort_keys=False)
     load_recipe_text(text, str(output))  # raises RecipeError: nothing written
     atomic_write_text(output, text)

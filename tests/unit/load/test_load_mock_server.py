@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -101,3 +102,34 @@ def test_runs_as_a_module(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_max_num_seqs_batches_requests_and_the_rest_wait():
+    with MockServer(ttft_s=0.25, max_num_seqs=2) as server:
+        seen_running, seen_waiting = [], []
+        started = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(post, server.url + "/v1/completions",
+                                   {"prompt": "a", "max_tokens": 1}) for _ in range(4)]
+            while not all(f.done() for f in futures):
+                seen_running.append(server.counters.running)
+                seen_waiting.append(server.counters.waiting)
+                time.sleep(0.01)
+        elapsed = time.perf_counter() - started
+        assert [f.result()[0] for f in futures] == [200] * 4
+        _, metrics = get(server.url + "/metrics")
+    assert max(seen_running) == 2 and max(seen_waiting) >= 1
+    assert elapsed >= 0.5  # two batches of 0.25 s each: the third request waited for a slot
+    assert "vllm:num_requests_waiting" in metrics
+
+
+def test_vllm_server_flags_are_accepted_and_unknown_ones_ignored():
+    args = _parse_args(["--model", "/models/x", "--served-model-name", "x", "--host", "::1",
+                        "--port", "7", "--max-num-seqs", "3", "--block-size", "32",
+                        "--enforce-eager", "--no-enable-prefix-caching", "--max-model-len",
+                        "512", "--kv-cache-dtype", "auto", "--mock-engine-core", "setsid"])
+    assert (args.model, args.served_model_name, args.host, args.port, args.max_num_seqs) == (
+        "/models/x", "x", "::1", 7, 3)
+    assert args.mock_engine_core == "setsid"
+    # no prefix matching: vLLM's --max-num-batched-tokens is not the mock's --max-num-seqs
+    assert _parse_args(["--max-num-batched-tokens", "9"]).max_num_seqs == 0

@@ -54,3 +54,132 @@ def test_flow_style_falls_back_to_a_clean_document(tmp_path):
     assert written.startswith("# head\n")
     doc = load_recipe_text(written).resolved
     assert doc["engine"] == {**doc["engine"], "max_num_seqs": 4, "block_size": 32}
+
+
+def comments(text: str) -> list[str]:
+    """Every comment of ``text`` (the part from '#' on; recipes here have no '#' in values)."""
+    return [line[line.index("#"):].strip() for line in text.splitlines() if "#" in line]
+
+
+def test_every_comment_of_the_shipped_recipes_survives_in_order(tmp_path):
+    for source in sorted((ROOT / "recipes").glob("*.yaml")):
+        loaded = load_recipe(source)
+        text = write_revision(loaded, {("engine", "max_num_seqs"): 3}, VALIDATED,
+                              tmp_path / source.name)
+        assert comments(text)[:len(comments(source.read_text()))] == comments(
+            source.read_text()), source.name
+        assert comments(text)[-1] == "# Written by mopt; do not edit by hand."
+        assert load_recipe(tmp_path / source.name).resolved["engine"]["max_num_seqs"] == 3
+
+
+FLOW = """\
+# head
+recipe_version: 1
+name: x
+model: {path: m, dtype: auto}   # after a flow mapping
+engine: {block_size: 32}  # the CPU needs multiples of 32
+tune:
+  params:
+    max_num_seqs: {type: int_log, low: 1, high: 32}   # after a nested flow mapping
+    block_size: {type: categorical, choices: [32, 64]}   # CPU: multiples of 32
+  n_trials: 4   # small
+"""
+
+
+def test_comments_after_flow_mappings_survive_and_flow_style_is_kept(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(FLOW)
+    written = write_revision(load_recipe(path), {("engine", "max_num_seqs"): 4}, VALIDATED,
+                             path)
+    assert comments(written) == [*comments(FLOW), "# Written by mopt; do not edit by hand."]
+    engine_line = next(line for line in written.splitlines() if line.startswith("engine:"))
+    assert engine_line.startswith("engine: {") and "max_num_seqs: 4" in engine_line
+    assert "# the CPU needs multiples of 32" in engine_line
+    doc = load_recipe_text(written).resolved
+    assert doc["engine"]["max_num_seqs"] == 4 and doc["engine"]["block_size"] == 32
+    assert doc["tune"]["params"]["block_size"]["choices"] == [32, 64]
+
+
+BLOCK_ENDS = """\
+recipe_version: 1
+name: x
+model:
+  path: m
+engine:
+  block_size: 32
+  env:
+    VLLM_CPU_KVCACHE_SPACE: "1"
+  # closes the engine block
+workload:
+  num_requests: 5
+sweep:
+  values:
+    - auto
+    - fp8
+  # closes the sweep block
+# end of the file
+"""
+
+
+def test_comments_at_the_ends_of_blocks_stay_there(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(BLOCK_ENDS)
+    written = write_revision(load_recipe(path), {("engine", "max_num_seqs"): 8}, VALIDATED,
+                             path)
+    lines = written.splitlines()
+    closes = lines.index("  # closes the engine block")
+    assert lines[closes + 1] == "workload:"
+    assert lines[closes - 1] == '    VLLM_CPU_KVCACHE_SPACE: "1"'  # quotes kept
+    assert "  max_num_seqs: 8" in lines[:closes]
+    assert "    - fp8" in lines  # the file's sequence indentation
+    end = lines.index("# end of the file")
+    assert lines[end - 1] == "  # closes the sweep block" and lines[end + 1:end + 3] == [
+        "", "# Written by mopt; do not edit by hand."]
+
+
+MIDDLE_VALIDATED = """\
+recipe_version: 1
+name: x
+revision: 4
+model:
+  path: m
+validated:   # the old measurement
+  at: '2026-01-01T00:00:00Z'
+  run_id: old-run
+  by: apply
+  hardware: cpu
+# a comment between the validated block and the SLOs
+slo:
+  ttft_p99_ms: 500   # interactive
+"""
+
+
+def test_a_new_validated_block_replaces_the_old_one_in_place(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(MIDDLE_VALIDATED)
+    written = write_revision(load_recipe(path), {("engine", "max_num_seqs"): 2}, VALIDATED,
+                             path)
+    assert written.count("validated:") == 1 and "old-run" not in written
+    assert "Written by mopt" not in written  # the block stays where it was
+    lines = written.splitlines()
+    between = lines.index("# a comment between the validated block and the SLOs")
+    assert lines[between + 1] == "slo:" and "  ttft_p99_ms: 500   # interactive" in lines
+    assert lines.index("validated:   # the old measurement") < between
+    assert lines[between - 1].strip() == "hardware: cpu"
+    doc = load_recipe_text(written).resolved
+    assert doc["validated"] == VALIDATED and doc["revision"] == 5
+    assert doc["engine"]["max_num_seqs"] == 2
+
+
+def test_a_revision_nothing_measured_drops_the_validated_block_and_keeps_comments(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(BLOCK_ENDS)
+    measured = write_revision(load_recipe(path), {}, VALIDATED, path)
+    assert "validated:" in measured
+    unmeasured = write_revision(load_recipe(path), {("model", "pins"): {"sha256": "ab" * 32}},
+                                None, path)
+    assert "validated" not in unmeasured and "Written by mopt" not in unmeasured
+    assert comments(unmeasured) == comments(BLOCK_ENDS)
+    doc = load_recipe_text(unmeasured).document
+    assert doc["revision"] == 3 and "validated" not in doc
+    assert doc["model"]["pins"] == {"sha256": "ab" * 32}

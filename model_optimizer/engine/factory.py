@@ -1,0 +1,93 @@
+"""Engine factories: which server process a run starts, and the supervisor that watches it.
+
+The runner asks a factory for the command (what is archived: ``${VAR}`` references kept) and
+then for the supervised process. ``VllmEngine`` (the default) starts vLLM's OpenAI server.
+``MockEngine`` starts mopt's mock server (``load/mock_server.py``) with the same vLLM flags
+plus the mock's timing and faults, so the orchestration around the engine (runner, telemetry,
+archive, searches, process-group stop) is tested fast and for real, without vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from model_optimizer.engine.supervisor import EngineProcess
+from model_optimizer.recipe.render import (
+    engine_options,
+    expand_references,
+    options_to_argv,
+    server_env,
+    vllm_argv,
+)
+
+MOCK_SERVER_MODULE = "model_optimizer.load.mock_server"
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    """The server's argument list and extra environment, as archived (references unexpanded)."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+class EngineFactory(Protocol):
+    """What the runner needs from an engine: a command, then a supervised process."""
+
+    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+        """The command that serves ``recipe`` on ``port``."""
+        ...
+
+    def process(self, command: EngineCommand, log_path: Path, base_url: str,
+                startup_timeout_s: float) -> EngineProcess:
+        """The supervised (not yet started) process for ``command``."""
+        ...
+
+
+class VllmEngine:
+    """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``)."""
+
+    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+        """vLLM's argv for ``recipe`` and the recipe's environment."""
+        return EngineCommand(vllm_argv(recipe, base_dir, port=port), server_env(recipe))
+
+    def process(self, command: EngineCommand, log_path: Path, base_url: str,
+                startup_timeout_s: float) -> EngineProcess:
+        """An EngineProcess with ``${VAR}`` references expanded from mopt's environment."""
+        environ = dict(os.environ)
+        return EngineProcess(expand_references(command.argv, environ),
+                             expand_references(command.env, environ), log_path, base_url,
+                             startup_timeout_s=startup_timeout_s)
+
+
+@dataclass(frozen=True)
+class MockEngine(VllmEngine):
+    """mopt's mock server as the engine: vLLM's flags, the mock's clock and injected faults.
+
+    ``max_num_seqs`` from the recipe limits the mock's batch, so throughput plateaus like an
+    engine's. ``fail_start`` is printed as the log before exiting 1 (a vLLM message there is
+    classified like vLLM's own); ``die_after`` exits when that request arrives;
+    ``engine_core`` starts a child in the group (``group``) or in its own session (``setsid``).
+    """
+
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    startup_s: float = 0.0
+    fail_start: str | None = None
+    die_after: int = 0
+    engine_core: str = "none"
+
+    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+        """The mock server with the recipe's vLLM flags (it ignores those it does not model)."""
+        mock = ["--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms),
+                "--mock-startup-s", str(self.startup_s), "--mock-die-after", str(self.die_after),
+                "--mock-engine-core", self.engine_core]
+        if self.fail_start:
+            mock += ["--mock-fail-start", self.fail_start]
+        argv = [sys.executable, "-m", MOCK_SERVER_MODULE,
+                *options_to_argv(engine_options(recipe, base_dir, port)), *mock]
+        return EngineCommand(argv, server_env(recipe))

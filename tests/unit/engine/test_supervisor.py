@@ -1,0 +1,164 @@
+"""The supervisor on real child processes (mopt's mock server, small scripts), no vLLM.
+
+Start, health, classified start failures and timeouts, death after ready, and the stop that
+must leave nothing behind: the process group, and a descendant that left it with setsid.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from model_optimizer.engine import EngineProcess, EngineStartError, free_port
+from model_optimizer.engine.classify import ENGINE_DIED, KV_CACHE_TOO_SMALL, STARTUP_TIMEOUT
+
+MOCK = [sys.executable, "-m", "model_optimizer.load.mock_server"]
+KV_SMALL = ("ValueError: To serve at least one request with the model's max seq len (4096), "
+            "(0.50 GiB KV cache is needed, which is larger than the available KV cache memory "
+            "(0.10 GiB)")
+
+
+def mock_engine(tmp_path: Path, *flags: str, timeout_s: float = 30.0,
+                grace_s: float = 5.0) -> EngineProcess:
+    port = free_port()
+    return EngineProcess([*MOCK, "--port", str(port), *flags], {}, tmp_path / "engine.log",
+                         f"http://127.0.0.1:{port}", startup_timeout_s=timeout_s,
+                         grace_s=grace_s)
+
+
+def core_pid(log: Path) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = re.search(r"mock engine core pid (\d+)", log.read_text())
+        if found:
+            return int(found.group(1))
+        time.sleep(0.05)
+    raise AssertionError(f"no engine core pid in {log.read_text()!r}")
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("core", ["group", "setsid"])
+def test_ready_then_stop_leaves_no_process_even_one_that_left_the_group(tmp_path, core):
+    engine = mock_engine(tmp_path, "--mock-engine-core", core, "--served-model-name", "m",
+                         "--max-num-seqs", "4", "--enforce-eager", "--block-size", "32")
+    engine.start()
+    try:
+        ticks = []
+        ready_after = engine.wait_ready(on_tick=ticks.append, poll_s=0.05)
+        assert 0 < ready_after < 30 and engine.alive()
+        main_pid, child_pid = engine.pid, core_pid(engine.log_path)
+        assert psutil.Process(child_pid).ppid() == main_pid
+        assert (os.getpgid(child_pid) == main_pid) == (core == "group")
+    finally:
+        engine.stop()
+    assert not engine.alive()
+    assert gone(main_pid) and gone(child_pid)
+    assert engine.stop() == engine.process.returncode  # idempotent
+
+
+def test_a_grandchild_that_forks_and_calls_setsid_is_killed(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    script = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "    while True: time.sleep(1)\n"
+        "while True: time.sleep(1)\n")
+    engine = EngineProcess([sys.executable, "-c", script], {}, tmp_path / "log",
+                           "http://127.0.0.1:9", startup_timeout_s=30, grace_s=5)
+    engine.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists() or not marker.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        grandchild = int(marker.read_text())
+        assert os.getpgid(grandchild) == grandchild  # its own group now
+        with pytest.raises(EngineStartError):  # nothing answers /health on port 9
+            engine.startup_timeout_s = 0.3
+            engine.wait_ready(poll_s=0.05)
+    finally:
+        engine.stop()
+    assert gone(engine.pid) and gone(grandchild)
+
+
+def test_start_failure_is_classified_from_the_log(tmp_path):
+    engine = mock_engine(tmp_path, "--mock-fail-start", KV_SMALL)
+    engine.start()
+    try:
+        with pytest.raises(EngineStartError) as caught:
+            engine.wait_ready(poll_s=0.05)
+    finally:
+        engine.stop()
+    assert caught.value.failure.kind == KV_CACHE_TOO_SMALL
+    assert any("larger than the available KV cache memory" in line
+               for line in caught.value.failure.evidence)
+    assert caught.value.failure.returncode == 1
+
+
+def test_startup_timeout(tmp_path):
+    engine = mock_engine(tmp_path, "--mock-startup-s", "60", timeout_s=1.0)
+    engine.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineStartError) as caught:
+            engine.wait_ready(poll_s=0.05)
+    finally:
+        engine.stop()
+    assert caught.value.failure.kind == STARTUP_TIMEOUT
+    assert time.monotonic() - started < 15
+    assert gone(engine.pid)
+
+
+def test_death_after_ready_is_a_runtime_failure(tmp_path):
+    engine = mock_engine(tmp_path, "--mock-die-after", "1", "--model", "m")
+    engine.start()
+    try:
+        engine.wait_ready(poll_s=0.05)
+        assert engine.runtime_failure() is None
+        request = urllib.request.Request(f"{engine.base_url}/v1/completions",
+                                         data=b'{"model": "m", "prompt": "a"}',
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(OSError):
+            urllib.request.urlopen(request, timeout=10)
+        engine.process.wait(timeout=10)
+        failure = engine.runtime_failure()
+    finally:
+        engine.stop()
+    assert failure is not None and failure.kind == ENGINE_DIED
+    assert any("EngineDeadError" in line for line in failure.evidence)
+
+
+def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\nwhile True: time.sleep(1)\n")
+    engine = EngineProcess([sys.executable, "-c", script], {}, tmp_path / "log",
+                           "http://127.0.0.1:9", grace_s=0.5)
+    engine.start()
+    deadline = time.monotonic() + 10
+    while "up" not in engine.log_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert engine.stop() == -signal.SIGKILL
+    assert gone(engine.pid)
+
+
+def test_stop_before_start_does_nothing(tmp_path):
+    engine = mock_engine(tmp_path)
+    assert engine.stop() is None and not engine.alive() and engine.pid is None
