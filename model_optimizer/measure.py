@@ -71,12 +71,20 @@ def step_figures(outcome: RunOutcome | None) -> dict:
     return figures
 
 
+#: A search's quality gate: the verdict on a configuration (an object with ``passed``,
+#: ``summary`` and ``to_dict()``, e.g. ``quality.GateResult``), or None when not gated.
+QualityGate = Callable[[LoadedRecipe], object]
+
+
 def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
                           objective: str, model_config: dict | None = None,
                           on_event: EventCallback | None = None,
                           archive_extra: dict | None = None,
-                          engine_factory: EngineFactory | None = None) -> Measurement:
-    """Planner check, then ``repeats`` archived runs; stops repeating at the first failure.
+                          engine_factory: EngineFactory | None = None,
+                          quality_gate: QualityGate | None = None) -> Measurement:
+    """Planner check, quality gate, then ``repeats`` archived runs; stops repeating at the
+    first failure. A configuration that fails the gate is a failure of kind ``quality``
+    (nothing is load-tested); the gate's verdict is in ``figures["quality"]``.
 
     ``engine_factory`` chooses the server process (default: vLLM; tests use the mock).
     """
@@ -84,6 +92,11 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
     if verdict is not None:
         return Measurement("skipped", failure_kind="planner", reason=verdict,
                            figures={"status": "skipped", "reason": verdict})
+    quality = quality_gate(step) if quality_gate is not None else None
+    if quality is not None and not quality.passed:
+        return Measurement("failed", failure_kind="quality", reason=quality.summary,
+                           figures={"status": "failed:quality", "failure": "quality",
+                                    "reason": quality.summary, "quality": quality.to_dict()})
     result = Measurement("ok", slo_met=True)
     outcome: RunOutcome | None = None
     for repeat in range(repeats):
@@ -102,4 +115,6 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
         result.preemptions = max(result.preemptions,
                                  outcome.telemetry_peaks.get("preemptions") or 0)
     result.figures = step_figures(outcome)
+    if quality is not None:
+        result.figures["quality"] = quality.to_dict()
     return result

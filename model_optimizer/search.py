@@ -34,15 +34,31 @@ def default_model_config(loaded: LoadedRecipe, explicit: Path | None) -> str | N
 
 def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes: dict,
                              figures: dict, *, by: str, output: Path,
-                             hardware: str | None = None) -> Path:
+                             hardware: str | None = None, quality: dict | None = None) -> Path:
     """Write ``loaded`` with ``changes`` as its next revision to ``output``, validated by the
-    search archived in ``archive`` (which keeps the previous and the written text)."""
+    search archived in ``archive`` (which keeps the previous and the written text).
+    ``quality``: the quality gate's verdict on the configuration (``GateResult.to_dict()``)."""
     validated = {
         "at": utc_now(), "run_id": archive.id, "by": by,
         "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
         "vllm_version": vllm_version(), "hardware": hardware or hardware_label(),
     }
+    if quality is not None:
+        validated["quality"] = validated_quality(quality)
     archive.write_text("recipe.previous.yaml", loaded.source_text)
     text = write_revision(loaded, changes, validated, output)
     archive.write_text("recipe.written.yaml", text)
     return output
+
+
+QUALITY_FIGURES = ("exact_match_rate", "top1_agreement", "mean_kl", "max_kl",
+                   "mean_first_divergence", "accuracy", "baseline_accuracy", "accuracy_drop")
+
+
+def validated_quality(verdict: dict) -> dict:
+    """The validated block's quality entry: passed, runs, the key figures, why."""
+    figures = verdict.get("figures") or {}
+    return {"passed": verdict.get("passed"), "baseline_run": verdict.get("baseline_run"),
+            "eval_run": verdict.get("candidate_run"),
+            "figures": {k: figures[k] for k in QUALITY_FIGURES if figures.get(k) is not None},
+            "reasons": list(verdict.get("reasons") or [])}

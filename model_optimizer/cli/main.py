@@ -8,6 +8,7 @@ from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
 from model_optimizer.cli.diff import diff
+from model_optimizer.cli.eval import eval_command
 from model_optimizer.cli.init import init
 from model_optimizer.cli.optimize import optimize
 from model_optimizer.cli.plan import plan
@@ -35,6 +36,7 @@ app.command()(show)
 app.command()(plan)
 app.command()(apply)
 app.command()(bench)
+app.command("eval")(eval_command)
 app.command()(sweep)
 app.command()(tune)
 app.command()(quantize)

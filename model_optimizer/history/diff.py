@@ -30,6 +30,8 @@ NOT_MEASURED = ("sweep",)
 RATE_METRICS = (("qps", None), ("output_tok_s", "output_tokens"))
 LATENCY_METRICS = ("ttft", "tpot", "e2e")
 RECIPE_SUFFIXES = (".yaml", ".yml")
+QUALITY_KEYS = ("accuracy", "exact_match_rate", "top1_agreement", "mean_kl", "max_kl",
+                "mean_first_divergence", "accuracy_drop", "gate_passed", "baseline_run")
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Side:
     requests: list[dict] | None = None
     note: str = ""
     environment: dict | None = None  # vLLM version and hardware the run saw (runs only)
+    quality: dict | None = None      # quality figures (eval archives, validated blocks)
 
     @property
     def concurrency(self) -> int:
@@ -132,6 +135,14 @@ class DiffResult:
                            "short of CPU), so their TPOT is 0; TPOT is not judged")
         return out
 
+    @property
+    def quality_rows(self) -> list[tuple[str, Any, Any]]:
+        """Quality figures present on either side: ``(figure, a, b)``."""
+        a, b = self.a.quality or {}, self.b.quality or {}
+        keys = [k for k in QUALITY_KEYS if k in a or k in b]
+        keys += sorted(k for k in set(a) | set(b) if k.startswith("lm_eval.") and k not in keys)
+        return [(k, a.get(k), b.get(k)) for k in keys]
+
     def significant(self) -> list[str]:
         """Metrics whose change is significant."""
         return [row.metric for row in self.metrics if row.judgement.significant]
@@ -143,6 +154,7 @@ class DiffResult:
                 "warning": self.warning, "coalesced": self.coalesced,
                 "metrics": [m.to_dict() for m in self.metrics],
                 "significant": self.significant(),
+                "quality": [{"figure": k, "a": a, "b": b} for k, a, b in self.quality_rows],
                 "method": {"alpha": self.alpha, "min_effect": self.min_effect,
                            "latency_test": "Mann-Whitney U, two-sided, normal approximation",
                            "throughput_test": "circular block bootstrap of completion gaps "
@@ -162,14 +174,20 @@ def is_recipe_file(ref: str | Path) -> bool:
 def side_of(ref: str | Path, runs_base: str | Path) -> Side:
     """Build a side from a recipe file or an archive reference (archives are verified)."""
     if is_recipe_file(ref):
-        return Side(str(ref), "recipe file", load_recipe(ref).resolved)
+        resolved = load_recipe(ref).resolved
+        return Side(str(ref), "recipe file", resolved, quality=validated_quality(resolved))
     view = archives.load(ref, runs_base)
+    if view.kind == "eval":
+        return Side(str(view.path), "eval", archives.effective_recipe(view),
+                    note="quality only (no load test)", environment=_environment(view.run),
+                    quality=eval_quality(view.json("quality.json")))
     if view.kind in ("sweep", "tune"):
         return _search_side(view)
     if view.kind == "rollback":
         written = view.text("recipe.written.yaml")
         recipe = resolved_from_text(written)
-        return Side(str(view.path), "rollback", recipe, note="fields only (no measurement)")
+        return Side(str(view.path), "rollback", recipe, note="fields only (no measurement)",
+                    quality=validated_quality(recipe))
     return run_side(view, str(view.path))
 
 
@@ -178,6 +196,29 @@ def run_side(view: archives.ArchiveView, label: str, kind: str | None = None) ->
     metrics = {**view.json("metrics.json"), "_status": view.status_text}
     return Side(label, kind or view.kind, archives.effective_recipe(view), metrics,
                 view.requests(), environment=_environment(view.run))
+
+
+def validated_quality(resolved: dict | None) -> dict | None:
+    """The quality figures of a recipe's validated block, flat."""
+    quality = ((resolved or {}).get("validated") or {}).get("quality")
+    if not isinstance(quality, dict):
+        return None
+    return {**(quality.get("figures") or {}), "gate_passed": quality.get("passed"),
+            "baseline_run": quality.get("baseline_run")}
+
+
+def eval_quality(record: dict) -> dict | None:
+    """The figures of an eval archive's quality.json, flat."""
+    if not record:
+        return None
+    comparison = record.get("comparison") or {}
+    gate = record.get("gate") or {}
+    out = {"accuracy": (record.get("figures") or {}).get("accuracy"),
+           **(comparison.get("figures") or {})}
+    if gate:
+        out["gate_passed"] = gate.get("passed")
+    out["baseline_run"] = record.get("baseline_run")
+    return out
 
 
 def _environment(run: dict) -> dict | None:
@@ -199,6 +240,7 @@ def _search_side(view: archives.ArchiveView) -> Side:
     measured = run_side(archives.open_archive(step), str(view.path), view.kind)
     measured.recipe = recipe or measured.recipe
     measured.note = f"figures of {step.name}, the run that measured the chosen value"
+    measured.quality = validated_quality(recipe)
     return measured
 
 
@@ -315,6 +357,10 @@ def _value(value: Any) -> str:
                                                             else str(value))
 
 
+def _quality_value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else _value(value)
+
+
 def _verdict_text(row: MetricRow, alpha: float) -> str:
     judgement, details = row.judgement, []
     if judgement is _TAIL:
@@ -358,6 +404,10 @@ def render(result: DiffResult) -> list[str]:
                   "only: repeat runs to see run-to-run variance."]
     elif result.a.metrics is None or result.b.metrics is None:
         lines += ["", "Figures: not compared (a side has no measurement)."]
+    if result.quality_rows:
+        lines += ["", "Quality (against each side's baseline; the gate judges them):"]
+        lines += [f"  {key:<22} {_quality_value(a):>12} {_quality_value(b):>12}"
+                  for key, a, b in result.quality_rows]
     significant = result.significant()
     lines += ["", "Significant changes: " + (", ".join(significant) if significant
                                              else "none")]

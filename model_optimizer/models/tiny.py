@@ -3,7 +3,8 @@
 It gives mopt a real model to serve on machines without a GPU and without a model hub: vLLM's
 CPU build loads it like any Hugging Face checkpoint. Nothing is downloaded. The weights are
 random, so the text it generates is noise; the serving mechanics (tokenization, KV cache,
-continuous batching, streaming) are real.
+continuous batching, streaming) are real. :mod:`model_optimizer.models.trained` builds the
+same architecture trained on a synthetic corpus, for quality figures that mean something.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def _training_corpus(seed: int, lines: int = 4000) -> list[str]:
 
 def build_tokenizer(out_dir: Path, vocab_size: int, seed: int = 0) -> None:
     """Train a byte-level BPE tokenizer locally and save it in Hugging Face format."""
+    save_tokenizer(out_dir, vocab_size, _training_corpus(seed))
+
+
+def save_tokenizer(out_dir: Path, vocab_size: int, lines: list[str]):
+    """Train a byte-level BPE tokenizer on ``lines``, save it in Hugging Face format and
+    return it (a ``PreTrainedTokenizerFast``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -66,7 +73,7 @@ def build_tokenizer(out_dir: Path, vocab_size: int, seed: int = 0) -> None:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_training_corpus(seed), trainer=trainer)
+    tokenizer.train_from_iterator(lines, trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<s>",
@@ -79,6 +86,26 @@ def build_tokenizer(out_dir: Path, vocab_size: int, seed: int = 0) -> None:
         "{% if add_generation_prompt %}assistant: {% endif %}"
     )
     fast.save_pretrained(str(out_dir))
+    return fast
+
+
+def llama_config(spec: TinyModelSpec):
+    """The transformers ``LlamaConfig`` of ``spec`` (special token ids 0, 1, 2)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=spec.vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        tie_word_embeddings=False,
+    )
 
 
 def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
@@ -99,23 +126,11 @@ def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
     out.mkdir(parents=True, exist_ok=True)
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     build_tokenizer(out, spec.vocab_size, spec.seed)
     torch.manual_seed(spec.seed)
-    config = LlamaConfig(
-        vocab_size=spec.vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
-        tie_word_embeddings=False,
-    )
+    config = llama_config(spec)
     dtype = getattr(torch, spec.dtype)
     model = LlamaForCausalLM(config).to(dtype)
     model.save_pretrained(str(out), safe_serialization=True)

@@ -37,7 +37,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _tune_rules, _parallel_rule):
+                 _sweep_rules, _tune_rules, _quality_rules, _parallel_rule):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -153,6 +153,20 @@ def _sweep_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         out.append(smap.diagnostic(("sweep", "max"), f"sweep.max ({maximum}) is below "
                                    f"sweep.start ({start})", "swap them or raise max"))
     return out
+
+
+def _quality_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Thresholds need something to evaluate (an eval set or lm-eval tasks)."""
+    quality = recipe.get("quality") or {}
+    thresholds = {k: v for k, v in (quality.get("thresholds") or {}).items() if v is not None}
+    if thresholds and not quality.get("eval_set") and not (quality.get("lm_eval") or {}).get(
+            "tasks"):
+        first = next(iter(thresholds))
+        return [smap.diagnostic(
+            ("quality", "thresholds", first),
+            "quality thresholds are set but nothing is evaluated",
+            "set quality.eval_set (a JSONL file) or quality.lm_eval.tasks")]
+    return []
 
 
 def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:

@@ -24,6 +24,7 @@ from model_optimizer.archive import (
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from model_optimizer.measure import measure_configuration, step_figures, variant
 from model_optimizer.plan import load_model_config
+from model_optimizer.quality.search_gate import SearchGate
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
 from model_optimizer.runner import RunOutcome, run_recipe
@@ -62,6 +63,7 @@ class SweepState:
     confirmations: list[dict] = field(default_factory=list)
     started_at: str = field(default_factory=utc_now)
     elapsed_s: float = 0.0
+    quality_baseline: str | None = None   # the quality gate's baseline eval (steps/<id>)
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -71,7 +73,8 @@ class SweepState:
                 "model_config": self.model_config,
                 "history": [p.to_dict() for p in self.history], "decisions": self.decisions,
                 "figures": self.figures, "confirmations": self.confirmations,
-                "started_at": self.started_at, "elapsed_s": self.elapsed_s}
+                "started_at": self.started_at, "elapsed_s": self.elapsed_s,
+                "quality_baseline": self.quality_baseline}
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepState:
@@ -81,7 +84,7 @@ class SweepState:
                    data["output"], data.get("model_config"),
                    [Point.from_dict(p) for p in data["history"]], data["decisions"],
                    data["figures"], data["confirmations"], data["started_at"],
-                   data.get("elapsed_s", 0.0))
+                   data.get("elapsed_s", 0.0), data.get("quality_baseline"))
 
 
 @dataclass
@@ -150,6 +153,8 @@ class SweepRunner:
         self.max_minutes = loaded.resolved["sweep"].get("max_minutes")
         self.model_config = (load_model_config(state.model_config)
                              if state.model_config else None)
+        self.quality = SearchGate(loaded, archive.path / "steps",
+                                  baseline_run=state.quality_baseline, on_event=self.emit)
         self._clock = time.monotonic()
 
     # ----- the loop ---------------------------------------------------------------------
@@ -224,7 +229,8 @@ class SweepRunner:
         measured = measure_configuration(
             self.step_recipe(value), self.archive.path / "steps", repeats=self.repeats,
             objective=self.state.objective, model_config=self.model_config,
-            on_event=self.emit, archive_extra={"sweep": self.archive.id, "value": value})
+            on_event=self.emit, archive_extra={"sweep": self.archive.id, "value": value},
+            quality_gate=self._quality_gate if self.quality.enabled else None)
         if measured.status == "skipped":
             self.emit("skipped", {"value": value, "reason": measured.reason})
         point = Point(value=value, phase=phase, status=measured.status,
@@ -233,10 +239,26 @@ class SweepRunner:
                       launches=len(measured.run_ids), run_ids=measured.run_ids)
         return point, measured.figures
 
+    def _quality_gate(self, step: LoadedRecipe):
+        """The quality gate's verdict on a step (its baseline id kept for a resume)."""
+        verdict = self.quality.check(step)
+        if self.quality.baseline_run != self.state.quality_baseline:
+            self.state.quality_baseline = self.quality.baseline_run
+            self._save()
+        return verdict
+
+    def _quality_failures(self) -> str:
+        failed = [f"{value} failed the quality gate ({figures.get('reason')})"
+                  for value, figures in self.state.figures.items()
+                  if figures.get("failure") == "quality"]
+        return "; ".join(failed)
+
     # ----- choice, confirmation, output --------------------------------------------------
     def _choose_and_confirm(self) -> SweepOutcome:
         cfg, history = self.state.config, self.state.history
         chosen, reason = choose(cfg, history)
+        if self._quality_failures():
+            reason = f"{reason}; {self._quality_failures()}"
         rejected: set = {c["value"] for c in self.state.confirmations if not c["ok"]}
         candidates: list[Point] = []
         if chosen is not None:
@@ -281,9 +303,10 @@ class SweepRunner:
         return result
 
     def _write(self, chosen: Point, figures: dict, confirmation: dict) -> Path:
+        quality = self.state.figures.get(str(chosen.value), {}).get("quality")
         return write_validated_revision(
             self.archive, self.loaded, {("engine", self.state.config.param): chosen.value},
-            figures, by="sweep", output=Path(self.state.output))
+            figures, by="sweep", output=Path(self.state.output), quality=quality)
 
 
 def _unique(points: list[Point]) -> list[Point]:

@@ -53,6 +53,7 @@ from model_optimizer.errors import (
 )
 from model_optimizer.measure import Measurement, measure_configuration, variant
 from model_optimizer.plan import PlanError, estimate, load_model_config
+from model_optimizer.quality.search_gate import SearchGate
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.search import default_model_config, hardware_label, write_validated_revision
 from model_optimizer.signals import interrupts_deferred
@@ -113,6 +114,7 @@ class TuneState:
     stop: dict | None = None
     started_at: str = field(default_factory=utc_now)
     elapsed_s: float = 0.0
+    quality_baseline: str | None = None   # the quality gate's baseline eval (trials/<id>)
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -177,6 +179,8 @@ class TuneRunner:
         self.study.sampler = make_sampler(self.config, self._session_seed())
         if created:
             self._enqueue_seeds()
+        self.quality = SearchGate(loaded, archive.path / TRIALS_DIR,
+                                  baseline_run=state.quality_baseline, on_event=self.emit)
         self._clock = time.monotonic()
 
     # ----- setup ------------------------------------------------------------------------
@@ -350,8 +354,17 @@ class TuneRunner:
             step, trials_dir, repeats=self.config.repeats, objective=self.config.metric,
             model_config=self.model_config, on_event=self.emit,
             archive_extra={"tune": self.archive.id, "study": self.state.study_name,
-                           "trial": number, "params": params})
+                           "trial": number, "params": params},
+            quality_gate=self._quality_gate if self.quality.enabled else None)
         return read_trial_result(measured, trials_dir)
+
+    def _quality_gate(self, step: LoadedRecipe):
+        """The quality gate's verdict on a trial (a failure makes it infeasible)."""
+        verdict = self.quality.check(step)
+        if self.quality.baseline_run != self.state.quality_baseline:
+            self.state.quality_baseline = self.quality.baseline_run
+            self._save()
+        return verdict
 
     def _tell(self, trial: optuna.Trial, params: dict, result: TrialResult) -> dict:
         measured = result.measurement
@@ -411,9 +424,11 @@ class TuneRunner:
 
     def _write(self, best: FrozenTrial) -> Path:
         changes = {("engine", name): value for name, value in best.params.items()}
+        figures = best.user_attrs.get("figures") or {}
         return write_validated_revision(
-            self.archive, self.loaded, changes, best.user_attrs.get("figures") or {},
-            by="tune", output=Path(self.state.output), hardware=best.user_attrs.get("hardware"))
+            self.archive, self.loaded, changes, figures, by="tune",
+            output=Path(self.state.output), hardware=best.user_attrs.get("hardware"),
+            quality=figures.get("quality"))
 
 
 # ----- helpers -------------------------------------------------------------------------------

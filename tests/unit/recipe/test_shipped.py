@@ -7,13 +7,27 @@ import pytest
 from model_optimizer.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[3]
+#: folders of YAML files that are not recipes: lm-evaluation-harness task definitions
+NOT_RECIPES = ("lm_eval",)
 SHIPPED = sorted(p for folder in ("recipes", "examples")
-                 for p in (ROOT / folder).rglob("*.y*ml"))
+                 for p in (ROOT / folder).rglob("*.y*ml")
+                 if not set(p.relative_to(ROOT).parts) & set(NOT_RECIPES))
+LM_EVAL_TASKS = sorted(p for p in (ROOT / "examples").rglob("*.y*ml")
+                       if "lm_eval" in p.relative_to(ROOT).parts)
 
 
 def test_there_are_shipped_recipes():
     names = {p.name for p in SHIPPED}
-    assert {"tiny-cpu.yaml", "7b-int4-a10.yaml"} <= names
+    assert {"tiny-cpu.yaml", "7b-int4-a10.yaml", "tiny-trained-cpu.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", LM_EVAL_TASKS, ids=lambda p: p.name)
+def test_shipped_lm_eval_tasks_are_lm_eval_tasks(path):
+    import yaml
+
+    task = yaml.safe_load(path.read_text())
+    assert {"task", "dataset_path", "output_type", "doc_to_text"} <= set(task)
+    assert "recipe_version" not in task
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,0 +1,146 @@
+"""`mopt eval`: evaluate a deployment's answers (and compare them with a baseline's)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from model_optimizer.cli.apply import RunsDirOption
+from model_optimizer.cli.common import (
+    JsonOption,
+    RecipeArg,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
+from model_optimizer.cli.current import ForceOption, check_before_launch
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
+from model_optimizer.quality import evaluate, quality_of
+from model_optimizer.quality.config import LmEvalConfig
+from model_optimizer.quality.evaluate import EvalOutcome
+from model_optimizer.quality.report import FIDELITY_ROWS, fmt
+from model_optimizer.recipe import load_recipe
+from model_optimizer.signals import terminate_as_interrupt
+
+
+class EvalProgress(RunProgress):
+    """RunProgress plus the eval's own phases."""
+
+    def __call__(self, phase: str, data: dict) -> None:
+        if phase == "generated":
+            self._show(f"generating: {data['done']}/{data['total']}")
+        elif phase == "scoring":
+            self._show(f"scoring next-token distributions on {data['on']} ...")
+        elif phase == "lm_eval":
+            self._log(f"lm-eval: {', '.join(data['tasks'])} ...")
+        else:
+            super().__call__(phase, data)
+
+
+def _exit_code(outcome: EvalOutcome) -> int:
+    result = outcome.result
+    if not result.ok:
+        return EXIT_START_FAILED if (result.archive / "failure.json").is_file() \
+            else EXIT_RUN_FAILED
+    if outcome.gate is not None and not outcome.gate.passed:
+        return EXIT_SLO_FAILED
+    return EXIT_OK
+
+
+def print_eval(outcome: EvalOutcome) -> None:
+    """The eval's figures, comparison and gate for humans."""
+    result = outcome.result
+    figures = result.figures()
+    if result.failure:
+        err_console.print(f"[bold red]{result.status}[/]: {result.failure}", highlight=False)
+    line = f"{figures['items']} items x {figures['repeats']} repeat(s)"
+    if figures["accuracy"] is not None:
+        line += (f"; task accuracy {figures['accuracy']:.3f} "
+                 f"(spread {figures['accuracy_spread']:.3f})")
+    for task, score in figures["lm_eval"].items():
+        line += f"; lm-eval {task} {score['metric']} {score['value']:.3f}"
+    console.print(line, highlight=False)
+    if outcome.comparison is not None:
+        table = Table(title=f"against baseline {outcome.comparison.baseline_run}",
+                      show_edge=False)
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        values = outcome.comparison.figures()
+        for label, key in FIDELITY_ROWS:
+            table.add_row(label, fmt(values.get(key)))
+        if "accuracy" in values:
+            table.add_row("task accuracy, baseline -> candidate",
+                          f"{values['baseline_accuracy']:.3f} -> {values['accuracy']:.3f}")
+        console.print(table)
+    if outcome.gate is not None:
+        colour = "green" if outcome.gate.passed else "red"
+        console.print(f"[{colour}]{outcome.gate.summary}[/]", highlight=False)
+    console.print(f"archive: {result.archive}", highlight=False)
+
+
+@handle_errors
+def eval_command(
+    recipe: RecipeArg,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="Compare with this baseline: a recipe file (launched and evaluated "
+                           "first) or an eval archive (runs/<id>, id or prefix). Default: the "
+                           "recipe's quality.baseline.", show_default=False)] = None,
+    url: Annotated[str | None, typer.Option(
+        "--url", help="Evaluate this running OpenAI-compatible server instead of launching "
+                      "the recipe.", show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(
+        help="With --url: the model name to request (default: the recipe's served name).",
+        show_default=False)] = None,
+    eval_set: Annotated[Path | None, typer.Option(
+        "--eval-set", help="JSONL eval set (default: quality.eval_set).",
+        show_default=False)] = None,
+    lm_eval_task: Annotated[list[str] | None, typer.Option(
+        "--lm-eval-task", help="lm-eval task to run (repeatable; default: "
+                               "quality.lm_eval.tasks).", show_default=False)] = None,
+    repeats: Annotated[int | None, typer.Option(
+        min=1, help="Generations per item, seeds seed..seed+repeats-1 (default: "
+                    "quality.repeats).", show_default=False)] = None,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Evaluate RECIPE's answers on its eval set (and lm-eval tasks) with fixed sampling.
+
+    Launches vLLM from RECIPE (or uses --url), generates with the recorded seed, temperature,
+    top_p and max_tokens, and archives texts, token ids and top-k logprobs as an `eval` run.
+    With a baseline it reports exact match, first diverging token, top-1 agreement and KL
+    divergence, task accuracy against the baseline's, and the quality gate's verdict
+    (quality.thresholds). Sampling settings and thresholds come from the recipe's quality
+    section (--set quality.temperature=0.7 changes one).
+
+    Exit codes: 0 evaluated (and the gate passed, when there is one); 2 bad input; 3 the
+    server failed to start; 4 the quality gate failed; 5 the eval failed (requests or
+    lm-eval); 130 interrupted. The server is always stopped before mopt exits.
+    """
+    loaded = load_recipe(recipe, overrides)
+    config = quality_of(loaded)
+    if eval_set is not None:
+        config = config.with_overrides(eval_set=str(eval_set.resolve()))
+    if lm_eval_task:
+        config = replace(config, lm_eval=replace(config.lm_eval or LmEvalConfig(),
+                                                 tasks=tuple(lm_eval_task)))
+    config = config.with_overrides(repeats=repeats)
+    if url is None:
+        check_before_launch(loaded, force, err_console)
+    terminate_as_interrupt()
+    with EvalProgress(err_console if as_json else console, label="eval: ") as progress:
+        outcome = evaluate(loaded, config=config, baseline=baseline, url=url, model=model,
+                           runs_base=runs_dir_opt, on_event=progress)
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        print_eval(outcome)
+    raise typer.Exit(_exit_code(outcome))
