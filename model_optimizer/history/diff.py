@@ -46,6 +46,7 @@ class Side:
     note: str = ""
     environment: dict | None = None  # vLLM version and hardware the run saw (runs only)
     quality: dict | None = None      # quality figures (eval archives, validated blocks)
+    status: str | None = None  # the run's status.json (runs only)
 
     @property
     def concurrency(self) -> int:
@@ -57,8 +58,8 @@ class Side:
         """One line: what this side is."""
         recipe = self.recipe or {}
         text = f"{self.label} ({self.kind}; {recipe.get('name')} revision {recipe.get('revision')}"
-        if self.metrics is not None and self.metrics.get("_status"):
-            text += f", {self.metrics['_status']}"
+        if self.status:
+            text += f", {self.status}"
         return text + ")" + (f": {self.note}" if self.note else "")
 
 
@@ -193,9 +194,9 @@ def side_of(ref: str | Path, runs_base: str | Path) -> Side:
 
 def run_side(view: archives.ArchiveView, label: str, kind: str | None = None) -> Side:
     """A measured run as a side: effective recipe, metrics.json, measured requests."""
-    metrics = {**view.json("metrics.json"), "_status": view.status_text}
-    return Side(label, kind or view.kind, archives.effective_recipe(view), metrics,
-                view.requests(), environment=_environment(view.run))
+    return Side(label, kind or view.kind, archives.effective_recipe(view),
+                view.json("metrics.json"), view.requests(), environment=_environment(view.run),
+                status=view.status_text)
 
 
 def validated_quality(resolved: dict | None) -> dict | None:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import requests
 
@@ -32,19 +32,26 @@ from model_optimizer.telemetry.prometheus import scrape
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_KEYS = (
-    "t",
-    "kv_cache_usage_perc",
-    "num_preemptions_total",
-    "num_requests_running",
-    "num_requests_waiting",
-    "rss_bytes",
-    "gpu_mem_used_bytes",
-    "gpu_proc_mem_bytes",
-)
+#: the fields each probe fills (a failing probe leaves its own fields None)
+VLLM_KEYS = ("kv_cache_usage_perc", "num_preemptions_total", "num_requests_running",
+             "num_requests_waiting")
+HOST_KEYS = ("rss_bytes",)
+GPU_KEYS = ("gpu_mem_used_bytes", "gpu_proc_mem_bytes")
+SAMPLE_KEYS = ("t", *VLLM_KEYS, *HOST_KEYS, *GPU_KEYS)
 _COUNT_KEYS = ("num_preemptions_total", "num_requests_running", "num_requests_waiting")
 
-Sample = dict[str, Any]
+
+class Sample(TypedDict, total=False):
+    """One telemetry sample (one line of ``telemetry.jsonl``); see the module docstring."""
+
+    t: float
+    kv_cache_usage_perc: float | None
+    num_preemptions_total: int | None
+    num_requests_running: int | None
+    num_requests_waiting: int | None
+    rss_bytes: int | None
+    gpu_mem_used_bytes: int | None
+    gpu_proc_mem_bytes: int | None
 
 
 def _max_of(series: list[Sample], key: str) -> Any:
@@ -139,7 +146,7 @@ class TelemetrySampler:
         parsed = None
         if self.metrics_url:
             parsed = scrape(self.metrics_url, self.scrape_timeout_s, session=self._session)
-        fields = {key: (parsed or {}).get(key) for key in SAMPLE_KEYS[1:5]}
+        fields = {key: (parsed or {}).get(key) for key in VLLM_KEYS}
         for key in _COUNT_KEYS:
             if fields[key] is not None:
                 fields[key] = round(fields[key])
@@ -152,10 +159,10 @@ class TelemetrySampler:
     def _gpu_fields(self) -> dict[str, Any]:
         """GPU memory used, and the part held by the server's process tree; None without NVML."""
         if not self._nvml.available():
-            return {"gpu_mem_used_bytes": None, "gpu_proc_mem_bytes": None}
+            return dict.fromkeys(GPU_KEYS)
         pids = process_tree_pids(self.pid) if self.pid is not None else set()
         gpu = self._nvml.sample(pids)
-        return {key: gpu.get(key) for key in ("gpu_mem_used_bytes", "gpu_proc_mem_bytes")}
+        return {key: gpu.get(key) for key in GPU_KEYS}
 
     def _guarded(self, probe: Callable[[], dict[str, Any]], keys: tuple[str, ...]) -> dict:
         """Run one probe; on any error give None for its keys (logged once per probe)."""
@@ -171,9 +178,9 @@ class TelemetrySampler:
     def sample_once(self) -> Sample:
         """Take one sample now (without recording it). Never raises."""
         sample: Sample = {"t": time.time()}
-        sample.update(self._guarded(self._scrape_fields, SAMPLE_KEYS[1:5]))
-        sample.update(self._guarded(self._rss_fields, SAMPLE_KEYS[5:6]))
-        sample.update(self._guarded(self._gpu_fields, SAMPLE_KEYS[6:]))
+        sample.update(self._guarded(self._scrape_fields, VLLM_KEYS))
+        sample.update(self._guarded(self._rss_fields, HOST_KEYS))
+        sample.update(self._guarded(self._gpu_fields, GPU_KEYS))
         return sample
 
     def _record(self, sample: Sample) -> None:

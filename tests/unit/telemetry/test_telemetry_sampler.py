@@ -230,3 +230,9 @@ def _eventually(condition, timeout_s: float = 5.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def test_the_sample_type_names_every_key_once_in_order():
+    from model_optimizer.telemetry.sampler import GPU_KEYS, HOST_KEYS, VLLM_KEYS, Sample
+    assert tuple(Sample.__annotations__) == SAMPLE_KEYS == ("t", *VLLM_KEYS, *HOST_KEYS,
+                                                            *GPU_KEYS)
