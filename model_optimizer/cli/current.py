@@ -16,7 +16,7 @@ from model_optimizer.recipe import LoadedRecipe
 OptionalRecipeArg = Annotated[Path | None, typer.Argument(
     help="Recipe YAML file (default: the current recipe, the one last applied, swept, "
          "tuned or rolled back under the runs dir; see `mopt status`).",
-    show_default=False, metavar="[RECIPE]", autocompletion=complete_recipe)]
+    show_default=False, metavar="RECIPE", autocompletion=complete_recipe)]
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Launch even when the preflight says the launch would fail (an accelerator "
                     "this machine lacks, a hub model not in the cache, a taken port).")]

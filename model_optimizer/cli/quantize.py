@@ -11,19 +11,19 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     SetOption,
     console,
     err_console,
     handle_errors,
     print_json,
 )
+from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
 from model_optimizer.recipe import load_recipe
 
 
 @handle_errors
 def quantize(
-    recipe: RecipeArg,
+    recipe: OptionalRecipeArg = None,
     scheme: Annotated[str | None, typer.Option(help="w4a16, w8a8, fp8_dynamic or nvfp4 "
                       "(GPU-only); short for --set quantize.scheme=...")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the new revision here instead "
@@ -49,6 +49,8 @@ def quantize(
 
     terminate_as_interrupt()
     extra = [f"quantize.scheme={scheme}"] if scheme else []
+    recipe = recipe_or_current(recipe, "quantize", err_console if as_json else console,
+                               runs_dir_opt)
     loaded = load_recipe(recipe, [*(overrides or []), *extra])
     say = err_console if as_json else console
 

@@ -1,11 +1,11 @@
 """The current recipe of a runs dir: the recipe file most recently used there.
 
 A command that takes a recipe may omit it; mopt then works on the file that was most
-recently applied, swept, tuned, rolled back or written under the same ``runs/`` (the run
-index knows each archive's recipe file and when it was last touched). Steps of sweeps and
-tunes count through their parent, ``bench`` runs do not count (they measure a server that
-mopt did not launch). A file that no longer exists is passed over for the next most recent
-one, and said so.
+recently applied, swept, tuned, quantized, optimized or rolled back under the same
+``runs/`` (the run index knows each archive's recipe file and when it was last touched).
+Steps of sweeps and tunes count through their parent, ``bench`` runs do not count (they
+measure a server that mopt did not launch). A file that no longer exists is passed over for
+the next most recent one, and said so.
 
 Recipe files are recorded as they were given (often relative to the directory mopt ran
 in); a relative one is looked up from the current directory, then from the folder holding
@@ -24,7 +24,8 @@ from model_optimizer.archive import index
 from model_optimizer.errors import UsageError
 
 #: archive kind -> the command that used the recipe
-USED_BY = {"run": "apply", "sweep": "sweep", "tune": "tune", "rollback": "rollback"}
+USED_BY = {"run": "apply", "sweep": "sweep", "tune": "tune", "rollback": "rollback",
+           "quantize": "quantize", "optimize": "optimize"}
 
 
 class NoCurrentRecipe(UsageError):

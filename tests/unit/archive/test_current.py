@@ -131,3 +131,15 @@ def test_commands_without_a_recipe_or_runs_exit_2(tmp_path, monkeypatch):
         assert result.exit_code == 2, (command, result.output)
         assert "no current recipe" in result.output
         assert not (tmp_path / "runs").exists()
+
+
+def test_a_quantize_archive_counts_as_using_its_recipe(tmp_path, recipes):
+    a, b = recipes
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    quantized = make_run(runs, b)
+    status = json.loads((quantized / "status.json").read_text())
+    (quantized / "status.json").write_text(json.dumps({**status, "kind": "quantize"}))
+    index.refresh(runs, full=True)
+    current = current_recipe(runs, cwd=tmp_path)
+    assert (current.path.name, current.by) == ("b.yaml", "quantize")
