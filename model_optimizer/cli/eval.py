@@ -12,14 +12,18 @@ from rich.table import Table
 from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     SetOption,
     console,
     err_console,
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.current import ForceOption, check_before_launch
+from model_optimizer.cli.current import (
+    ForceOption,
+    OptionalRecipeArg,
+    check_before_launch,
+    recipe_or_current,
+)
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.quality import evaluate, quality_of
@@ -87,7 +91,7 @@ def print_eval(outcome: EvalOutcome) -> None:
 
 @handle_errors
 def eval_command(
-    recipe: RecipeArg,
+    recipe: OptionalRecipeArg = None,
     baseline: Annotated[str | None, typer.Option(
         "--baseline", help="Compare with this baseline: a recipe file (launched and evaluated "
                            "first) or an eval archive (runs/<id>, id or prefix). Default: the "
@@ -125,6 +129,8 @@ def eval_command(
     server failed to start; 4 the quality gate failed; 5 the eval failed (requests or
     lm-eval); 130 interrupted. The server is always stopped before mopt exits.
     """
+    recipe = recipe_or_current(recipe, "eval", err_console if as_json else console,
+                               runs_dir_opt)
     loaded = load_recipe(recipe, overrides)
     config = quality_of(loaded)
     if eval_set is not None:
