@@ -191,6 +191,11 @@ def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
         raise RecipeError([Diagnostic(file, None, None, "",
                                       f"cannot be read as a recipe ({type(exc).__name__})",
                                       "a recipe is a page of plain YAML")]) from None
+    except (ValueError, TypeError, AttributeError) as exc:  # e.g. `!!timestamp 0`
+        raise RecipeError([Diagnostic(file, None, None, "",
+                                      f"a tagged value cannot be built ({exc})",
+                                      "drop the explicit YAML tag (!!timestamp, !!binary, "
+                                      "...)")]) from None
     finally:
         loader.dispose()
     smap = SourceMap(file)
