@@ -71,7 +71,8 @@ class MockEngine(VllmEngine):
     ``max_num_seqs`` from the recipe limits the mock's batch, so throughput plateaus like an
     engine's. ``fail_start`` is printed as the log before exiting 1 (a vLLM message there is
     classified like vLLM's own); ``die_after`` exits when that request arrives;
-    ``engine_core`` starts a child in the group (``group``) or in its own session (``setsid``).
+    ``engine_core`` starts a child in the group (``group``) or in its own session (``setsid``);
+    ``capacity`` caps the batch whatever max_num_seqs says (a throughput knee to find).
     """
 
     ttft_ms: float = 0.0
@@ -80,12 +81,13 @@ class MockEngine(VllmEngine):
     fail_start: str | None = None
     die_after: int = 0
     engine_core: str = "none"
+    capacity: int = 0
 
     def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
         """The mock server with the recipe's vLLM flags (it ignores those it does not model)."""
         mock = ["--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms),
                 "--mock-startup-s", str(self.startup_s), "--mock-die-after", str(self.die_after),
-                "--mock-engine-core", self.engine_core]
+                "--mock-engine-core", self.engine_core, "--mock-capacity", str(self.capacity)]
         if self.fail_start:
             mock += ["--mock-fail-start", self.fail_start]
         argv = [sys.executable, "-m", MOCK_SERVER_MODULE,

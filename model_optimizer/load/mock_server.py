@@ -29,6 +29,8 @@ request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whos
 Batching: with ``max_num_seqs`` set, at most that many requests generate at once and the rest
 wait (``vllm:num_requests_waiting``); a request's clock starts when it is admitted, so
 throughput grows with the batch up to ``max_num_seqs`` and then plateaus, like an engine.
+``capacity`` caps the batch whatever ``max_num_seqs`` says (the hardware's limit), so a
+``max_num_seqs`` sweep finds a knee there.
 
 Use it in a background thread (``with MockServer(ttft_s=0.05, itl_s=0.01) as server:
 server.url``) or as a process: ``python -m model_optimizer.load.mock_server --port 8000``.
@@ -79,6 +81,7 @@ class MockConfig:
     string_usage: bool = False
     no_newlines: bool = False
     max_num_seqs: int = 0             # 0: no batch limit
+    capacity: int = 0                 # most requests the "hardware" runs at once (0: no limit)
     die_after_n: int = 0              # exit the process when request n arrives (0: never)
 
 
@@ -178,8 +181,9 @@ class MockApp:
     async def _admitted(self, arrived: float):
         """Hold one of ``max_num_seqs`` batch slots (waiting for one) while generating; yields
         when the request's clock starts (its arrival, or its admission after a wait)."""
-        if self.config.max_num_seqs and self._batch is None:
-            self._batch = asyncio.Semaphore(self.config.max_num_seqs)
+        limits = [n for n in (self.config.max_num_seqs, self.config.capacity) if n]
+        if limits and self._batch is None:
+            self._batch = asyncio.Semaphore(min(limits))
         started = arrived
         if self._batch is not None:
             self.counters.waiting += 1
@@ -314,6 +318,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mock-startup-s", type=float, default=0.0)
     parser.add_argument("--mock-fail-start", default=None)
     parser.add_argument("--mock-die-after", type=int, default=0)
+    parser.add_argument("--mock-capacity", type=int, default=0)
     parser.add_argument("--mock-engine-core", choices=("none", "group", "setsid"),
                         default="none")
     args, _ignored = parser.parse_known_args(argv)
@@ -339,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
                         ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0,
                         tokens_per_chunk=args.tokens_per_chunk, fail_every_n=args.fail_every,
                         fail_status=args.fail_status, drop_every_n=args.drop_every,
-                        max_num_seqs=args.max_num_seqs, die_after_n=args.mock_die_after)
+                        max_num_seqs=args.max_num_seqs, capacity=args.mock_capacity,
+                        die_after_n=args.mock_die_after)
     core = start_engine_core(args.mock_engine_core)
     if core is not None:
         print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)
