@@ -152,11 +152,14 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
                on_event: EventCallback | None = None,
                workload_override: dict | None = None,
                archive_extra: dict | None = None,
-               engine_factory: EngineFactory | None = None) -> RunOutcome:
+               engine_factory: EngineFactory | None = None,
+               while_serving: Callable[[str], None] | None = None) -> RunOutcome:
     """Launch, measure and archive ``loaded``; always stop the server.
 
     ``workload_override`` replaces workload keys (the sweep's sustained confirmation run).
     ``engine_factory`` chooses the server process (default: vLLM; tests use the mock).
+    ``while_serving(base_url)`` runs after a successful load, before the server stops (apply
+    evaluates quality there without a second launch).
     Raises KeyboardInterrupt after archiving as ``interrupted`` when interrupted.
     """
     emit = on_event or (lambda phase, data: None)
@@ -182,6 +185,8 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         _launch(engine, archive, emit, outcome)
         if outcome.failure is None:
             _measure(engine, archive, loaded, workload, location, measurement, emit, outcome)
+        if while_serving is not None and outcome.failure is None and engine.alive():
+            while_serving(engine.base_url)
     except KeyboardInterrupt:
         outcome.status = STATUS_INTERRUPTED
         _finish_metrics(measurement, workload, recipe, outcome, window_s=None)

@@ -26,6 +26,7 @@ from model_optimizer.cli.current import (
     recipe_or_current,
 )
 from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe
@@ -90,10 +91,14 @@ def apply(
     preflight checks in seconds what would make the launch fail (the accelerator, the model
     and tokenizer, a hub id without network or cache, the port).
 
+    With a quality section (quality.eval_set or lm-eval tasks) the recipe's eval runs on the
+    same server after the load test and its figures (and gate, with quality.baseline) are
+    reported too.
+
     Exit codes: 0 the run succeeded and met the recipe's SLOs; 2 bad input, a preflight
     refusal (or drift with --strict); 3 the server failed to start; 4 the run completed but
-    missed an SLO; 5 the engine failed during the load; 130 interrupted. The vLLM server is
-    always stopped before mopt exits.
+    missed an SLO or the quality gate; 5 the engine failed during the load; 130 interrupted.
+    The vLLM server is always stopped before mopt exits.
     """
     recipe = recipe_or_current(recipe, "apply", err_console if as_json else console,
                                runs_dir_opt)
@@ -105,11 +110,55 @@ def apply(
     terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     progress_console = err_console if as_json else console
+    quality = QualityOnServer(loaded, runs_dir(runs_dir_opt))
     with RunProgress(progress_console, total=total) as progress:
+        quality.on_event = progress
         outcome = run_recipe(loaded, runs_dir(runs_dir_opt), on_event=progress,
-                             archive_extra={"drift": drift} if drift else None)
+                             archive_extra={"drift": drift} if drift else None,
+                             while_serving=quality if quality.enabled else None)
     if as_json:
-        print_json(outcome.to_dict())
+        print_json({**outcome.to_dict(), "quality": quality.to_dict()})
     else:
         print_outcome(outcome)
-    raise typer.Exit(outcome.exit_code)
+        quality.print()
+    code = outcome.exit_code
+    raise typer.Exit(EXIT_SLO_FAILED if code == 0 and quality.failed else code)
+
+
+class QualityOnServer:
+    """Apply's quality report: the recipe's eval on the server the load test used."""
+
+    def __init__(self, loaded, runs_base: Path):
+        from model_optimizer.quality import quality_of
+
+        self.loaded, self.runs_base = loaded, runs_base
+        self.config = quality_of(loaded)
+        self.enabled = self.config.enabled
+        self.on_event = None
+        self.outcome = None
+
+    def __call__(self, base_url: str) -> None:
+        from model_optimizer.quality import evaluate
+
+        self.outcome = evaluate(self.loaded, config=self.config, url=base_url,
+                                runs_base=self.runs_base, on_event=self.on_event)
+
+    @property
+    def failed(self) -> bool:
+        """True when the eval failed or its gate did."""
+        if self.outcome is None:
+            return False
+        gate = self.outcome.gate
+        return not self.outcome.result.ok or (gate is not None and not gate.passed)
+
+    def to_dict(self) -> dict | None:
+        """The eval's JSON summary (None without a quality section)."""
+        return self.outcome.to_dict() if self.outcome else None
+
+    def print(self) -> None:
+        """The eval's figures, comparison and gate."""
+        if self.outcome is not None:
+            from model_optimizer.cli.eval import print_eval
+
+            console.print("quality:", highlight=False)
+            print_eval(self.outcome)

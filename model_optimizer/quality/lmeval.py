@@ -97,9 +97,9 @@ def parse_results(output_dir: Path) -> list[TaskScore]:
     samples = data.get("n-samples") or {}
     scores = []
     for task, metrics in (data.get("results") or {}).items():
-        values = {k: v for k, v in metrics.items()
-                  if isinstance(v, int | float) and not isinstance(v, bool)
-                  and "_stderr" not in k}
+        values = {k: v for k, v in metrics.items()  # "metric,filter" keys only
+                  if "," in k and "_stderr" not in k
+                  and isinstance(v, int | float) and not isinstance(v, bool)}
         if not values:
             continue
         metric = next(iter(values))

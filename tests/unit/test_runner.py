@@ -120,3 +120,25 @@ def test_workload_override_and_tied_concurrency():
     assert effective_workload(recipe, {"concurrency": 2})["concurrency"] == 2
     assert effective_workload({"workload": {"concurrency": None},
                                "engine": {"max_num_seqs": None}})["concurrency"] == 1
+
+
+def test_while_serving_runs_against_the_live_server_before_it_stops(tmp_path, tiny_model_dir):
+    import requests
+
+    loaded = mock_recipe(tmp_path, tiny_model_dir)
+    seen = []
+
+    def while_serving(base_url):
+        [folder] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+        lines = (folder / "requests.jsonl").read_text().splitlines()
+        seen.append((base_url, requests.get(f"{base_url}/health", timeout=5).status_code,
+                     len(lines)))
+
+    outcome, events, pids = run_with_events(loaded, tmp_path / "runs",
+                                            MockEngine(ttft_ms=5, itl_ms=1),
+                                            while_serving=while_serving)
+    assert outcome.ok and len(seen) == 1
+    base_url, health, records = seen[0]
+    assert base_url.startswith("http://127.0.0.1:") and health == 200
+    assert records == 2 + 24                       # after the whole load
+    assert events.index("stopping") > events.index("load") and not alive(pids)

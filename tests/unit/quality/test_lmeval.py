@@ -39,7 +39,8 @@ def test_results_are_parsed_from_the_newest_results_file(tmp_path):
     folder = tmp_path / "tiny"
     folder.mkdir()
     (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps({
-        "results": {"mopt_tiny_tasks": {"alias": "mopt_tiny_tasks", "exact_match,none": 0.75,
+        "results": {"mopt_tiny_tasks": {"name": "mopt_tiny_tasks", "alias": "mopt_tiny_tasks",
+                                        "sample_len": 40, "exact_match,none": 0.75,
                                         "exact_match_stderr,none": 0.07}},
         "n-samples": {"mopt_tiny_tasks": {"original": 40, "effective": 40}}}))
     [score] = parse_results(tmp_path)
@@ -47,3 +48,25 @@ def test_results_are_parsed_from_the_newest_results_file(tmp_path):
         "mopt_tiny_tasks", "exact_match,none", 0.75, 0.07, 40)
     with pytest.raises(LmEvalError, match="no results file"):
         parse_results(tmp_path / "empty")
+
+
+@pytest.mark.slow
+def test_a_local_jsonl_task_runs_offline_against_an_openai_server(tmp_path, tiny_model_dir):
+    """The real lm-eval child process, offline, on the shipped local task, against mopt's
+    OpenAI-compatible mock server (its answers are filler words, so the score is 0; the real
+    vLLM server's is tests/integration/test_quality.py)."""
+    from pathlib import Path
+
+    from model_optimizer.load.mock_server import MockServer
+    from model_optimizer.quality.lmeval import run_lm_eval
+
+    tasks = Path(__file__).resolve().parents[3] / "examples" / "quality" / "lm_eval"
+    config = LmEvalConfig(("mopt_tiny_tasks",), str(tasks), limit=5, timeout_s=600)
+    with MockServer(ttft_s=0.0, itl_s=0.0) as server:
+        [score] = run_lm_eval(server.url, "mock-model", str(tiny_model_dir), config,
+                              tmp_path / "out", seed=0)
+        sent = [p for p in server.counters.payloads if "prompt" in p]
+    assert (score.task, score.samples, score.value) == ("mopt_tiny_tasks", 5, 0.0)
+    assert score.metric == "exact_match,none"
+    assert sent and sent[0]["prompt"].startswith("count from") and sent[0]["temperature"] == 0
+    assert (tmp_path / "out" / "lm_eval.log").is_file()
