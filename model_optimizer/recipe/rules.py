@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from model_optimizer.errors import Diagnostic
+from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe.flags import known_flags
 from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.security import check_security, flag_name
@@ -13,6 +14,8 @@ from model_optimizer.recipe.yamlsource import SourceMap
 NUMERIC_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size",
                  "gpu_memory_utilization", "max_model_len")
 CATEGORICAL_KNOBS = ("kv_cache_dtype", "enable_prefix_caching", "enforce_eager")
+#: engine knobs that take fractional values; every other numeric knob is an integer
+FLOAT_KNOBS = frozenset({"gpu_memory_utilization"})
 
 #: flags a recipe sets through a first-class field: extra_args may not set them again
 FIRST_CLASS_FLAGS = {
@@ -62,12 +65,12 @@ def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     if recipe["hardware"]["accelerator"] != "cpu":
         return []
     engine, out = recipe["engine"], []
-    block = engine.get("block_size")
-    if block is not None and block % 32:
+    block, multiple = engine.get("block_size"), knob_multiple("block_size", "cpu")
+    if block is not None and multiple and block % multiple:
         out.append(smap.diagnostic(
             ("engine", "block_size"),
-            f"block_size {block} is not a multiple of 32, which vLLM's CPU engine requires",
-            f"use {max(32, round(block / 32) * 32)}"))
+            f"block_size {block} is not a multiple of {multiple}, which vLLM's CPU engine "
+            f"requires", f"use {max(multiple, round(block / multiple) * multiple)}"))
     space = engine["env"].get("VLLM_CPU_KVCACHE_SPACE")
     if space is not None and not str(space).strip().isdigit():
         out.append(smap.diagnostic(
@@ -172,11 +175,11 @@ def _quality_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """Each knob of ``tune.params`` must be one mopt can set, with a range optuna can search."""
     tune, out = recipe["tune"], []
-    on_cpu = recipe["hardware"]["accelerator"] == "cpu"
+    accelerator = recipe["hardware"]["accelerator"]
     for name, spec in tune["params"].items():
         path = ("tune", "params", name)
         try:
-            problems = _tune_param_problems(name, spec, on_cpu, tune["sampler"])
+            problems = _tune_param_problems(name, spec, accelerator, tune["sampler"])
         except (KeyError, TypeError, AttributeError, ValueError):
             continue  # malformed spec: the schema has reported it
         out.extend(smap.diagnostic(path + tuple(where), message, hint, prefer_key=not where)
@@ -187,18 +190,18 @@ def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 _Problem = tuple[tuple, str, str]
 
 
-def _tune_param_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> list[_Problem]:
+def _tune_param_problems(name: str, spec: dict, accelerator: str, sampler: str) -> list[_Problem]:
     """(sub-path, message, hint) for everything wrong with one tuned knob."""
     knobs = NUMERIC_KNOBS + CATEGORICAL_KNOBS
     if name not in knobs:
         hint = did_you_mean(name, list(knobs)) or f"choose from {', '.join(knobs)}"
         return [((), f"'{name}' is not an engine knob mopt can tune", hint)]
     if spec["type"] == "categorical":
-        return _tune_choices_problems(name, spec, on_cpu)
-    return _tune_range_problems(name, spec, on_cpu, sampler)
+        return _tune_choices_problems(name, spec, accelerator)
+    return _tune_range_problems(name, spec, accelerator, sampler)
 
 
-def _tune_choices_problems(name: str, spec: dict, on_cpu: bool) -> list[_Problem]:
+def _tune_choices_problems(name: str, spec: dict, accelerator: str) -> list[_Problem]:
     if any(spec.get(key) is not None for key in ("low", "high", "step")):
         return [((), f"'{name}' is categorical here: it takes choices, not low/high/step",
                  "drop low/high/step, or use type: int with low and high")]
@@ -206,15 +209,21 @@ def _tune_choices_problems(name: str, spec: dict, on_cpu: bool) -> list[_Problem
     if not choices:
         return [((), f"'{name}' is categorical and needs choices",
                  f"e.g. choices: {_example_choices(name)}")]
-    wrong = [c for c in choices if not _valid_choice(name, c, on_cpu)]
+    wrong = [c for c in choices if not _valid_choice(name, c, accelerator)]
     if not wrong:
         return []
     return [(("choices",), f"{', '.join(map(repr, wrong))}: not valid for engine.{name}"
-             + (" on the CPU engine (multiples of 32 only)" if name == "block_size" and on_cpu
-                else ""), f"e.g. choices: {_example_choices(name)}")]
+             + _multiple_note(name, accelerator), f"e.g. choices: {_example_choices(name)}")]
 
 
-def _valid_choice(name: str, value: object, on_cpu: bool) -> bool:
+def _multiple_note(name: str, accelerator: str) -> str:
+    multiple = knob_multiple(name, accelerator)
+    if not multiple:
+        return ""
+    return f" on the {accelerator.upper()} engine (multiples of {multiple} only)"
+
+
+def _valid_choice(name: str, value: object, accelerator: str) -> bool:
     if name in ("enable_prefix_caching", "enforce_eager"):
         return isinstance(value, bool)
     if name == "kv_cache_dtype":
@@ -225,10 +234,10 @@ def _valid_choice(name: str, value: object, on_cpu: bool) -> bool:
         return value <= 1
     if not float(value).is_integer():
         return False
-    return not (name == "block_size" and on_cpu and int(value) % 32)
+    return not int(value) % (knob_multiple(name, accelerator) or 1)
 
 
-def _tune_range_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> list[_Problem]:
+def _tune_range_problems(name: str, spec: dict, accelerator: str, sampler: str) -> list[_Problem]:
     kind, low, high, step = spec["type"], spec.get("low"), spec.get("high"), spec.get("step")
     if name in CATEGORICAL_KNOBS:
         return [(("type",), f"'{name}' is categorical", "use type: categorical with "
@@ -241,7 +250,7 @@ def _tune_range_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> l
     out: list[_Problem] = []
     if low >= high:
         out.append((("high",), f"high ({high}) must be above low ({low})", "swap them"))
-    integer = name != "gpu_memory_utilization"
+    integer = name not in FLOAT_KNOBS
     if integer and kind.startswith("float"):
         out.append((("type",), f"engine.{name} takes integers", "use int or int_log"))
     if not integer and kind.startswith("int"):
@@ -251,10 +260,12 @@ def _tune_range_problems(name: str, spec: dict, on_cpu: bool, sampler: str) -> l
     out.extend(_tune_scale_problems(name, kind, low, step, sampler))
     if name == "gpu_memory_utilization" and not (low > 0 and high <= 1):
         out.append(((), "gpu_memory_utilization is a fraction in (0, 1]", "e.g. 0.8 to 0.95"))
-    if name == "block_size" and on_cpu and (kind == "int_log" or low % 32 or (step or 1) % 32):
-        out.append(((), "the CPU engine needs block_size in multiples of 32",
-                    "use type: int with low a multiple of 32 and step: 32, or type: "
-                    "categorical with choices: [32, 64, 128]"))
+    multiple = knob_multiple(name, accelerator)
+    if multiple and (kind == "int_log" or low % multiple or (step or 1) % multiple):
+        out.append(((), f"the {accelerator.upper()} engine needs {name} in multiples of "
+                        f"{multiple}",
+                    f"use type: int with low a multiple of {multiple} and step: {multiple}, "
+                    f"or type: categorical with choices: {_example_choices(name)}"))
     return out
 
 

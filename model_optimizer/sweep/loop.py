@@ -1,37 +1,32 @@
-"""The sweep loop: ask the strategy for a value, measure it with apply's machinery, repeat.
+"""The sweep loop: ask the strategy for a value, measure it, repeat; then choose, confirm the
+choice with a sustained run and write it as a recipe revision.
 
-Every step is a full run archive under ``<sweep>/steps/``; the loop's own state (config,
-history, decisions) is rewritten atomically after each step to ``<sweep>/state.json``, so an
-interrupted sweep resumes without rerunning finished steps and, because the strategy is a
-pure function of the history, ends exactly where an uninterrupted one would have.
+The archive, ``state.json``, the clock, the time budget and sealing are the search core's
+(:class:`~model_optimizer.search.session.SearchSession`); this module keeps the sweep's own
+state (config, history, decisions) and its steps. Because the strategy is a pure function of
+the history, a resumed sweep ends exactly where an uninterrupted one would have.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.archive import (
-    STATUS_INTERRUPTED,
-    STATUS_OK,
-    RunArchive,
-    failed_status,
-    utc_now,
-)
+from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
-from model_optimizer.measure import measure_configuration, step_figures, variant
-from model_optimizer.plan import load_model_config
-from model_optimizer.quality.search_gate import SearchGate
-from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.measure import Measurement, step_figures, variant
+from model_optimizer.plan.accelerators import knob_multiple
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
-from model_optimizer.runner import RunOutcome, run_recipe
-from model_optimizer.search import (  # noqa: F401 - hardware_label: shared, re-exported
-    default_model_config,
-    hardware_label,
-    write_validated_revision,
+from model_optimizer.runner import RunOutcome, run_recipe, tied_concurrency
+from model_optimizer.search.knobs import engine_overrides
+from model_optimizer.search.revision import default_model_config, write_validated_revision
+from model_optimizer.search.session import (
+    EventCallback,
+    SearchSession,
+    SearchState,
+    read_search_archive,
 )
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.strategy import (
@@ -42,49 +37,33 @@ from model_optimizer.sweep.strategy import (
     next_value,
 )
 
-EventCallback = Callable[[str, dict], None]
-FLOAT_KNOBS = {"gpu_memory_utilization"}
+KIND = "sweep"
+#: measures one value: (the recipe with the value applied, the value) -> its measurement
+Measure = Callable[[LoadedRecipe, object], Measurement]
 
 
-@dataclass
-class SweepState:
+@dataclass(kw_only=True)
+class SweepState(SearchState):
     """Everything needed to resume: the sweep's inputs and what was measured so far."""
 
     config: SweepConfig
-    recipe_file: str
-    overrides: list[str]
     tie_concurrency: bool
     objective: str
-    output: str
-    model_config: str | None
     history: list[Point] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)
     figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> step figures
     confirmations: list[dict] = field(default_factory=list)
-    started_at: str = field(default_factory=utc_now)
-    elapsed_s: float = 0.0
-    quality_baseline: str | None = None   # the quality gate's baseline eval (steps/<id>)
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
-        return {"config": self.config.to_dict(), "recipe_file": self.recipe_file,
-                "overrides": self.overrides, "tie_concurrency": self.tie_concurrency,
-                "objective": self.objective, "output": self.output,
-                "model_config": self.model_config,
-                "history": [p.to_dict() for p in self.history], "decisions": self.decisions,
-                "figures": self.figures, "confirmations": self.confirmations,
-                "started_at": self.started_at, "elapsed_s": self.elapsed_s,
-                "quality_baseline": self.quality_baseline}
+        return {**super().to_dict(), "config": self.config.to_dict(),
+                "history": [p.to_dict() for p in self.history]}
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepState:
         """Inverse of :meth:`to_dict`."""
-        return cls(SweepConfig.from_dict(data["config"]), data["recipe_file"],
-                   data["overrides"], data["tie_concurrency"], data["objective"],
-                   data["output"], data.get("model_config"),
-                   [Point.from_dict(p) for p in data["history"]], data["decisions"],
-                   data["figures"], data["confirmations"], data["started_at"],
-                   data.get("elapsed_s", 0.0), data.get("quality_baseline"))
+        return cls(**{**data, "config": SweepConfig.from_dict(data["config"]),
+                      "history": [Point.from_dict(p) for p in data["history"]]})
 
 
 @dataclass
@@ -113,8 +92,9 @@ class SweepOutcome:
                 "written": str(self.written) if self.written else None, "figures": self.figures}
 
 
-def build_config(recipe: dict, on_cpu: bool, **flags) -> SweepConfig:
-    """SweepConfig from the recipe's sweep section, CLI flags winning."""
+def build_config(recipe: dict, **flags) -> SweepConfig:
+    """SweepConfig from the recipe's sweep section, CLI flags winning; the knob must be one
+    mopt can sweep, with values (categorical) or a start (numeric) to begin from."""
     section = {**recipe["sweep"], **{k: v for k, v in flags.items() if v is not None}}
     param = section["param"]
     if param not in NUMERIC_KNOBS + CATEGORICAL_KNOBS:
@@ -129,62 +109,54 @@ def build_config(recipe: dict, on_cpu: bool, **flags) -> SweepConfig:
             raise UsageError(f"--param {param}: give --start (the recipe sets no {param} and "
                              "no sweep.start)")
         section["start"] = current
-    return SweepConfig(
-        param=param, start=section.get("start"), growth=section["growth"],
-        step=section.get("step"), max=section.get("max"), values=section.get("values"),
-        plateau_threshold=section["plateau_threshold"], resolution=section["resolution"],
-        integer=param not in FLOAT_KNOBS,
-        multiple_of=32 if (param == "block_size" and on_cpu) else None,
-        max_launches=section.get("max_launches"))
+    return SweepConfig.from_recipe(
+        section, multiple_of=knob_multiple(param, recipe["hardware"]["accelerator"]))
+
+
+def point_of(value: object, phase: str, measured: Measurement) -> Point:
+    """The strategy's record of one measured value."""
+    return Point(value=value, phase=phase, status=measured.status,
+                 metric_samples=measured.samples, slo_met=measured.slo_met,
+                 preemptions=measured.preemptions, failure_kind=measured.failure_kind,
+                 launches=len(measured.run_ids), run_ids=measured.run_ids)
 
 
 class SweepRunner:
-    """Runs one sweep (new or resumed) into its archive folder."""
+    """Runs one sweep (new or resumed) in its search session."""
 
-    def __init__(self, loaded: LoadedRecipe, archive: RunArchive, state: SweepState,
-                 on_event: EventCallback | None = None,
-                 measure: Callable[[object, str], Point] | None = None):
-        self.loaded = loaded
-        self.archive = archive
-        self.state = state
-        self.emit = on_event or (lambda phase, data: None)
+    def __init__(self, session: SearchSession, measure: Measure | None = None):
+        self.session = session
+        self.loaded = session.loaded
+        self.state: SweepState = session.state  # type: ignore[assignment]
+        self.emit = session.emit
         self.measure = measure or self._measure_for_real
-        self.repeats = loaded.resolved["sweep"]["repeats"]
-        self.max_minutes = loaded.resolved["sweep"].get("max_minutes")
-        self.model_config = (load_model_config(state.model_config)
-                             if state.model_config else None)
-        self.quality = SearchGate(loaded, archive.path / "steps",
-                                  baseline_run=state.quality_baseline, on_event=self.emit)
-        self._clock = time.monotonic()
+        self.settings = self.loaded.resolved["sweep"]
 
-    # ----- the loop ---------------------------------------------------------------------
     def run(self) -> SweepOutcome:
         """Search, choose, confirm, write; archive as it goes. Re-raises KeyboardInterrupt."""
-        try:
-            self._search()
-            outcome = self._choose_and_confirm()
-        except KeyboardInterrupt:
-            self._save()
-            self.archive.set_status(STATUS_INTERRUPTED, phase="interrupted",
-                                    resume=f"mopt sweep --resume {self.archive.path}")
-            write_outputs(self.archive, self.loaded, self.state, None, "interrupted")
-            self.archive.close()  # seal: manifest + run index
-            raise
-        self._save()
-        write_outputs(self.archive, self.loaded, self.state, outcome.chosen, outcome.reason,
-                      written=outcome.written)
-        self.archive.set_status(outcome.status, phase="finished", finished_at=utc_now(),
-                                chosen=outcome.chosen.value if outcome.chosen else None,
-                                written=str(outcome.written) if outcome.written else None)
-        self.archive.close()  # seal: manifest + run index
-        return outcome
+        return self.session.run(self._search_and_choose, self._finish, self._interrupted)
 
+    def _search_and_choose(self) -> SweepOutcome:
+        self._search()
+        return self._choose_and_confirm()
+
+    def _finish(self, outcome: SweepOutcome) -> tuple[str, dict]:
+        write_outputs(self.session.archive, self.loaded, self.state, outcome.chosen,
+                      outcome.reason, written=outcome.written)
+        return outcome.status, {"chosen": outcome.chosen.value if outcome.chosen else None,
+                                "written": str(outcome.written) if outcome.written else None}
+
+    def _interrupted(self) -> None:
+        write_outputs(self.session.archive, self.loaded, self.state, None, "interrupted")
+
+    # ----- the search -------------------------------------------------------------------
     def _search(self) -> None:
         while True:
             decision = next_value(self.state.config, self.state.history)
-            if decision.value is None or self._out_of_time():
+            out_of_time = self.session.out_of_time(self.settings.get("max_minutes"))
+            if decision.value is None or out_of_time:
                 reason = decision.reason if decision.value is None else (
-                    f"time budget of {self.max_minutes} min spent")
+                    f"time budget of {self.settings.get('max_minutes')} min spent")
                 self._record_decision(None, decision.phase, reason, decision.stop_rule
                                       or "budget")
                 return
@@ -192,70 +164,33 @@ class SweepRunner:
                                   decision.stop_rule)
             self.emit("step", {"index": len(self.state.history) + 1, "value": decision.value,
                                "phase": decision.phase, "reason": decision.reason})
-            point = self.measure(decision.value, decision.phase)
-            if isinstance(point, tuple):  # (Point, figures) from an injected measure
-                point, self.state.figures[str(point.value)] = point
+            measured = self.measure(self.step_recipe(decision.value), decision.value)
+            if measured.status == "skipped":
+                self.emit("skipped", {"value": decision.value, "reason": measured.reason})
+            point = point_of(decision.value, decision.phase, measured)
+            self.state.figures[str(point.value)] = measured.figures
             self.state.history.append(point)
-            self._save()
+            self.session.save()
             self.emit("step_done", {"value": point.value, "status": point.status,
                                     "metric": point.metric, "failure": point.failure_kind})
-
-    def _out_of_time(self) -> bool:
-        if not self.max_minutes:
-            return False
-        return self._elapsed() > self.max_minutes * 60
-
-    def _elapsed(self) -> float:
-        return self.state.elapsed_s + (time.monotonic() - self._clock)
 
     def _record_decision(self, value, phase, reason: str, stop_rule) -> None:
         self.state.decisions.append({"value": value, "phase": phase, "reason": reason,
                                      "stop_rule": stop_rule, "at": utc_now()})
 
-    def _save(self) -> None:
-        self.state.elapsed_s = self._elapsed()
-        self._clock = time.monotonic()
-        self.archive.write_json("state.json", self.state.to_dict())
-
-    # ----- measuring one value ------------------------------------------------------------
     def step_recipe(self, value) -> LoadedRecipe:
-        """The recipe with the swept value (and tied concurrency) applied."""
-        extra = [f"engine.{self.state.config.param}={_yaml_value(value)}"]
-        if self.state.tie_concurrency:
-            extra.append(f"workload.concurrency={int(value)}")
-        return variant(self.loaded, extra)
+        """The recipe with the swept value applied (a tied concurrency follows max_num_seqs
+        in the runner)."""
+        return variant(self.loaded, engine_overrides({self.state.config.param: value}))
 
-    def _measure_for_real(self, value, phase: str) -> tuple[Point, dict]:
-        measured = measure_configuration(
-            self.step_recipe(value), self.archive.path / "steps", repeats=self.repeats,
-            objective=self.state.objective, model_config=self.model_config,
-            on_event=self.emit, archive_extra={"sweep": self.archive.id, "value": value},
-            quality_gate=self._quality_gate if self.quality.enabled else None)
-        if measured.status == "skipped":
-            self.emit("skipped", {"value": value, "reason": measured.reason})
-        point = Point(value=value, phase=phase, status=measured.status,
-                      metric_samples=measured.samples, slo_met=measured.slo_met,
-                      preemptions=measured.preemptions, failure_kind=measured.failure_kind,
-                      launches=len(measured.run_ids), run_ids=measured.run_ids)
-        return point, measured.figures
-
-    def _quality_gate(self, step: LoadedRecipe):
-        """The quality gate's verdict on a step (its baseline id kept for a resume)."""
-        verdict = self.quality.check(step)
-        if self.quality.baseline_run != self.state.quality_baseline:
-            self.state.quality_baseline = self.quality.baseline_run
-            self._save()
-        return verdict
-
-    def _quality_failures(self) -> str:
-        failed = [f"{value} failed the quality gate ({figures.get('reason')})"
-                  for value, figures in self.state.figures.items()
-                  if figures.get("failure") == "quality"]
-        return "; ".join(failed)
+    def _measure_for_real(self, step: LoadedRecipe, value) -> Measurement:
+        return self.session.measure(step, repeats=self.settings["repeats"],
+                                    objective=self.state.objective, labels={"value": value})
 
     # ----- choice, confirmation, output --------------------------------------------------
     def _choose_and_confirm(self) -> SweepOutcome:
         cfg, history = self.state.config, self.state.history
+        archive = self.session.archive
         chosen, reason = choose(cfg, history)
         if self._quality_failures():
             reason = f"{reason}; {self._quality_failures()}"
@@ -270,43 +205,50 @@ class SweepRunner:
             if confirmation["ok"]:
                 figures = confirmation.get("figures") or self.state.figures.get(
                     str(candidate.value), {})
-                written = self._write(candidate, figures, confirmation)
+                written = self._write(candidate, figures)
                 if candidate is not chosen:
                     reason = (f"{reason}; {chosen.value} was rejected by the sustained run, "
                               f"{candidate.value} confirmed instead")
-                return SweepOutcome(STATUS_OK, self.archive.path, self.archive.id, candidate,
+                return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate,
                                     reason, written, figures)
             rejected.add(candidate.value)
         why = reason if chosen is None else f"{reason}; every candidate failed confirmation"
-        return SweepOutcome(failed_status("no_acceptable_value"), self.archive.path,
-                            self.archive.id, None, why)
+        return SweepOutcome(failed_status("no_acceptable_value"), archive.path, archive.id,
+                            None, why)
+
+    def _quality_failures(self) -> str:
+        failed = [f"{value} failed the quality gate ({figures.get('reason')})"
+                  for value, figures in self.state.figures.items()
+                  if figures.get("failure") == "quality"]
+        return "; ".join(failed)
 
     def _confirm(self, candidate: Point) -> dict:
         done = [c for c in self.state.confirmations if c["value"] == candidate.value]
         if done:
             return done[-1]
-        seconds = self.loaded.resolved["sweep"]["confirm_duration_s"]
+        seconds = self.settings["confirm_duration_s"]
         if not seconds:
             return {"value": candidate.value, "ok": True, "skipped": True}
         self.emit("confirm", {"value": candidate.value, "duration_s": seconds})
-        outcome = run_recipe(self.step_recipe(candidate.value), self.archive.path / "steps",
+        outcome = run_recipe(self.step_recipe(candidate.value), self.session.steps_dir,
                              on_event=self.emit,
                              workload_override={"duration_s": seconds, "num_requests": None},
-                             archive_extra={"sweep": self.archive.id, "confirm": True,
+                             archive_extra={KIND: self.session.archive.id, "confirm": True,
                                             "value": candidate.value})
         problems = confirmation_problems(outcome, self.loaded.resolved)
         result = {"value": candidate.value, "ok": not problems, "problems": problems,
                   "run_id": outcome.run_id, "figures": step_figures(outcome)}
         self.state.confirmations.append(result)
-        self._save()
+        self.session.save()
         self.emit("confirmed", result)
         return result
 
-    def _write(self, chosen: Point, figures: dict, confirmation: dict) -> Path:
+    def _write(self, chosen: Point, figures: dict) -> Path:
         quality = self.state.figures.get(str(chosen.value), {}).get("quality")
         return write_validated_revision(
-            self.archive, self.loaded, {("engine", self.state.config.param): chosen.value},
-            figures, by="sweep", output=Path(self.state.output), quality=quality)
+            self.session.archive, self.loaded, {("engine", self.state.config.param):
+                                                chosen.value},
+            figures, by=KIND, output=Path(self.state.output), quality=quality)
 
 
 def _unique(points: list[Point]) -> list[Point]:
@@ -316,14 +258,6 @@ def _unique(points: list[Point]) -> list[Point]:
             seen.add(point.value)
             out.append(point)
     return out
-
-
-def _yaml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
@@ -344,40 +278,28 @@ def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
                 output: Path | None = None, model_config: Path | None = None,
-                on_event: EventCallback | None = None, measure=None) -> SweepOutcome:
+                on_event: EventCallback | None = None,
+                measure: Measure | None = None) -> SweepOutcome:
     """Begin a new sweep of ``loaded`` and run it to the end."""
     recipe = loaded.resolved
-    config = build_config(recipe, recipe["hardware"]["accelerator"] == "cpu", **flags)
+    config = build_config(recipe, **flags)
     has_slo = any(v is not None for v in recipe["slo"].values())
     state = SweepState(
         config=config, recipe_file=str(loaded.path), overrides=list(loaded.overrides),
-        tie_concurrency=(config.param == "max_num_seqs"
-                         and recipe["workload"].get("concurrency") is None),
+        tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective="goodput_qps" if has_slo else "qps",
         output=str(output or loaded.path), model_config=default_model_config(loaded, model_config))
-    archive = RunArchive.create(runs_base, f"{loaded.name}-sweep", kind="sweep")
-    archive.write_text("recipe.given.yaml", loaded.source_text)
-    archive.write_json("state.json", state.to_dict())
-    on_event and on_event("archive", {"run_id": archive.id, "path": str(archive.path)})
-    return SweepRunner(loaded, archive, state, on_event, measure).run()
+    session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
+    session.announce()
+    return SweepRunner(session, measure).run()
 
 
 def resume_sweep(sweep_dir: Path, *, on_event: EventCallback | None = None,
-                 measure=None) -> SweepOutcome:
+                 measure: Measure | None = None) -> SweepOutcome:
     """Continue an interrupted sweep from its archive without rerunning finished steps."""
-    try:
-        state = SweepState.from_dict(json.loads((sweep_dir / "state.json").read_text()))
-        given = (sweep_dir / "recipe.given.yaml").read_text()
-        status = json.loads((sweep_dir / "status.json").read_text())
-    except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"{sweep_dir}: not a resumable sweep archive ({exc}); give the "
-                         "folder printed by the interrupted `mopt sweep`") from None
-    if status.get("status") == STATUS_OK:
+    state, finished = read_search_archive(KIND, sweep_dir, SweepState)
+    if finished:
         raise UsageError(f"{sweep_dir}: this sweep already finished; nothing to resume")
-    loaded = load_recipe_text(given, state.recipe_file, state.overrides)
-    loaded.path = Path(state.recipe_file)
-    archive = RunArchive(sweep_dir, sweep_dir.name)
-    archive.set_status("running", phase="resumed", resumed_at=utc_now())
-    on_event and on_event("archive", {"run_id": archive.id, "path": str(archive.path),
-                                      "resumed": len(state.history)})
-    return SweepRunner(loaded, archive, state, on_event, measure).run()
+    session = SearchSession.resume(KIND, sweep_dir, state, on_event)
+    session.announce(resumed=len(state.history))
+    return SweepRunner(session, measure).run()

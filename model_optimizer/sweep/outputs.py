@@ -9,10 +9,10 @@ from typing import Any
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
+from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 
-CSV_COLUMNS = ("step", "value", "phase", "status", "qps", "goodput_qps", "output_tok_s",
-               "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
-               "peak_memory_bytes", "kv_cache_usage_max", "preemptions", "failure", "reason")
+CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, *RESOURCE_KEYS, "failure",
+               "reason")
 
 
 def summary_rows(state) -> list[dict[str, Any]]:

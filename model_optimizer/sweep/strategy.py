@@ -54,6 +54,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from model_optimizer.errors import UsageError
+from model_optimizer.search.knobs import FLOAT_DECIMALS, FLOAT_KNOBS
 
 PHASE_GROW = "grow"
 PHASE_BISECT = "bisect"
@@ -75,12 +76,6 @@ STOP_RULES = (
 
 #: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
 LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s"})
-
-#: engine knobs that take fractional values; every other numeric knob is an integer
-FLOAT_KNOBS = frozenset({"gpu_memory_utilization"})
-
-#: float knob values are rounded to this many decimals (0.1 + 0.2 must equal 0.3)
-FLOAT_DECIMALS = 6
 
 
 class SweepConfigError(UsageError, ValueError):

@@ -6,9 +6,11 @@
 from model_optimizer.telemetry.memory import (
     NvmlProbe,
     cpu_model_name,
+    hardware_label,
     hardware_seen,
     process_tree_pids,
     process_tree_rss,
+    this_hardware,
 )
 from model_optimizer.telemetry.prometheus import SERIES_NAMES, parse_metrics, scrape
 from model_optimizer.telemetry.sampler import (
@@ -28,9 +30,11 @@ __all__ = [
     "compute_peaks",
     "counter_increase",
     "cpu_model_name",
+    "hardware_label",
     "hardware_seen",
     "parse_metrics",
     "process_tree_pids",
     "process_tree_rss",
     "scrape",
+    "this_hardware",
 ]

@@ -270,3 +270,23 @@ def hardware_seen(probe: NvmlProbe | None = None) -> dict[str, Any]:
         "memory_total_bytes": psutil.virtual_memory().total,
         "platform": platform.platform(),
     }
+
+
+def hardware_label(seen: dict[str, Any] | None) -> str | None:
+    """The short hardware name recipes and the run index show, from a :func:`hardware_seen`
+    record: ``"<n>x <GPU name>"``, else the CPU model; None without a record.
+
+    The one definition of the label: the ``validated`` block of a written recipe, the drift
+    check of ``mopt apply`` and the run index all compare these words.
+    """
+    if not isinstance(seen, dict):
+        return None
+    gpus = seen.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)}x {gpus[0].get('name')}"
+    return str(seen.get("cpu_model") or "cpu")
+
+
+def this_hardware() -> str:
+    """The hardware label of the machine this process runs on."""
+    return hardware_label(hardware_seen()) or "cpu"

@@ -20,11 +20,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
+from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.tune.space import TuneConfig
 
-FIGURE_COLUMNS = ("qps", "goodput_qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms",
-                  "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "preemptions",
-                  "peak_memory_bytes")
+FIGURE_COLUMNS = (*FIGURE_KEYS, *RESOURCE_KEYS)
 TAIL_COLUMNS = ("failure", "reason", "machine", "worker", "run_ids", "seed", "duplicate_of",
                 "constraints")
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model_optimizer.errors import UsageError
+from model_optimizer.search.knobs import FLOAT_DECIMALS, engine_overrides
 
 #: tune.objective -> the run metric it maximizes
 OBJECTIVES = {"throughput": "qps", "goodput": "goodput_qps", "tokens_per_s": "output_tok_s"}
 #: tune.second_objective -> the run metric it minimizes
 SECOND_OBJECTIVES = {"ttft_p99": "ttft_p99_ms"}
 SAMPLERS = ("tpe", "random", "grid")
-FLOAT_DECIMALS = 6
 GRID_LIMIT = 10_000
 
 
@@ -200,19 +200,10 @@ class TuneConfig:
         return cls.from_recipe(data)
 
 
-def yaml_value(value: Any) -> str:
-    """One value as ``--set`` text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def overrides_for(params: dict) -> list[str]:
     """The ``--set`` overrides of one trial (a null workload.concurrency follows
     max_num_seqs in the runner, so the batch is filled at every trial)."""
-    return [f"engine.{name}={yaml_value(value)}" for name, value in params.items()]
+    return engine_overrides(params)
 
 
 def recipe_seed(config: TuneConfig, engine: dict) -> dict:

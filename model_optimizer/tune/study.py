@@ -196,3 +196,20 @@ def fail_stale_trials(study: optuna.Study) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+
+
+def resume_storage(archived: str, local_file: Path | None, given: str | None) -> str:
+    """The storage URL a resumed worker opens: its own ``local_file`` (a study inside the
+    archive), else ``given`` (needed when the archived URL hides a password), else the
+    archived URL. A given URL must be the archived one."""
+    if local_file is not None:
+        return sqlite_url(local_file)
+    if given is None:
+        if "***" in archived:
+            raise UsageError(f"the study is in {archived}; its password is not archived: "
+                             "give the URL again with --storage (or $MOPT_TUNE_STORAGE)")
+        return archived
+    if redact_url(given) != archived:
+        raise UsageError(f"--storage {redact_url(given)} is not the study's storage "
+                         f"{archived}")
+    return given

@@ -9,6 +9,7 @@ from pathlib import Path
 from model_optimizer.archive import RunArchive, utc_now
 from model_optimizer.load.stats import summarize
 from model_optimizer.recipe import load_recipe
+from model_optimizer.runner import effective_workload
 
 ROOT = Path(__file__).resolve().parents[3]
 HARDWARE = {"accelerator": "cpu", "gpus": [], "cpu_model": "Test CPU 9000"}
@@ -45,9 +46,7 @@ def make_run(runs: Path, recipe: Path, overrides: list[str] | None = None, *,
              status: str = "ok", vllm: str = "0.32.0", seal: bool = True) -> Path:
     """An archived run of ``recipe`` as `run_recipe` would leave it; returns its folder."""
     loaded = load_recipe(recipe, overrides)
-    workload = dict(loaded.resolved["workload"])
-    workload["concurrency"] = workload.get("concurrency") or \
-        loaded.resolved["engine"].get("max_num_seqs") or 1
+    workload = effective_workload(loaded.resolved)
     archive = RunArchive.create(runs, loaded.name)
     archive.write_text("recipe.given.yaml", loaded.source_text)
     archive.write_yaml("recipe.resolved.yaml", loaded.resolved)

@@ -49,9 +49,9 @@ def test_strict_raises(validated_recipe, monkeypatch):
 
 
 def test_current_hardware_is_the_sweep_label():
-    from model_optimizer.sweep.loop import hardware_label
+    from model_optimizer.telemetry import hardware_label, hardware_seen
 
-    assert drift.current_hardware() == hardware_label()
+    assert drift.current_hardware() == hardware_label(hardware_seen())
 
 
 def test_apply_strict_refuses_before_anything_runs(validated_recipe, tmp_path, monkeypatch):

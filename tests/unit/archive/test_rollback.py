@@ -9,9 +9,9 @@ from model_optimizer.archive import index
 from model_optimizer.archive.manifest import MANIFEST_NAME, ArchiveError, verify_archive
 from model_optimizer.errors import UsageError
 from model_optimizer.history.rollback import reverify, rollback, tolerance_checks
+from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.loop import start_sweep
-from model_optimizer.sweep.strategy import Point
 
 from .fakes import make_run, read_json, tiny_recipe, tree_state
 
@@ -21,11 +21,12 @@ def recipe(tmp_path):
     return tiny_recipe(tmp_path)
 
 
-def fake_measure(value, phase):
+def fake_measure(step, value):
     qps = {1: 4.0, 2: 7.5, 4: 13.0}.get(value, 13.5)
-    point = Point(value=value, phase=phase, status="ok", metric_samples=[qps], slo_met=True,
-                  preemptions=0, launches=1, run_ids=[f"run-{value}"])
-    return point, {"qps": qps, "goodput_qps": qps, "ttft_p50_ms": 40.0, "status": "ok"}
+    return Measurement("ok", samples=[qps], slo_met=True, preemptions=0,
+                       run_ids=[f"run-{value}"],
+                       figures={"qps": qps, "goodput_qps": qps, "ttft_p50_ms": 40.0,
+                                "status": "ok"})
 
 
 def sweep_to_revision_2(recipe, runs):

@@ -335,6 +335,19 @@ def test_recipe_max_num_seqs_beyond_the_cache_warns(make_recipe, llama2_config):
     ]
 
 
+def test_a_search_asks_fits_without_preemption(make_recipe, llama2_config):
+    """The one planner check before a search launches: beyond the KV cache is a no."""
+    recipe = a10_gptq(make_recipe, **{"engine.max_num_seqs": 128})
+    assert fits(recipe, llama2_config) == (True, "fits")  # starts, but would preempt
+    ok, reason = fits(recipe, llama2_config, without_preemption=True)
+    assert not ok and "at most 99 sequences of 640 tokens" in reason
+    assert "fewer than max_num_seqs=128" in reason
+    within = a10_gptq(make_recipe, **{"engine.max_num_seqs": 64})
+    assert fits(within, llama2_config, without_preemption=True) == (True, "fits")
+    unset = make_recipe({"hardware.accelerator": "H100"})  # vLLM's default is not asked
+    assert fits(unset, llama2_config, without_preemption=True) == fits(unset, llama2_config)
+
+
 def test_vllm_default_max_num_seqs_is_planned_when_unset(make_recipe, llama3_config):
     # H100 default 1024; Llama-3-8B bf16 leaves room for far fewer 640-token sequences
     report = estimate(make_recipe({"hardware.accelerator": "H100"}), llama3_config)

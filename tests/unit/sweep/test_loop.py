@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.loop import resume_sweep, start_sweep
-from model_optimizer.sweep.strategy import Point
 
 ROOT = Path(__file__).resolve().parents[3]
 QPS = {1: 3.8, 2: 7.1, 4: 13.0, 8: 23.0, 16: 23.6, 32: 23.9, 64: 24.0}
@@ -30,16 +30,16 @@ class FakeMeasure:
         self.calls = []
         self.interrupt_at = interrupt_at
 
-    def __call__(self, value, phase):
+    def __call__(self, step, value):
         if self.interrupt_at is not None and len(self.calls) + 1 == self.interrupt_at:
             raise KeyboardInterrupt
+        assert step.resolved["engine"]["max_num_seqs"] == value  # the value is applied
         self.calls.append(value)
         qps = round(interp(value), 3)
         figures = {"qps": qps, "goodput_qps": qps, "ttft_p99_ms": 100.0 + value,
                    "tpot_p50_ms": 4.0, "output_tok_s": qps * 32, "status": "ok"}
-        point = Point(value=value, phase=phase, status="ok", metric_samples=[qps], slo_met=True,
-                      preemptions=0, launches=1, run_ids=[f"run-{value}"])
-        return point, figures
+        return Measurement("ok", samples=[qps], slo_met=True, preemptions=0,
+                           run_ids=[f"run-{value}"], figures=figures)
 
 
 @pytest.fixture
@@ -111,3 +111,24 @@ def test_resume_of_a_finished_or_missing_sweep_is_a_usage_error(recipe, tmp_path
         resume_sweep(done.archive)
     with pytest.raises(UsageError, match="not a resumable sweep"):
         resume_sweep(tmp_path)
+
+
+def test_a_ctrl_c_while_the_outputs_are_written_leaves_a_sealed_archive(recipe, tmp_path,
+                                                                       monkeypatch):
+    import os
+    import signal
+
+    from model_optimizer.sweep import loop
+
+    real = loop.write_outputs
+
+    def slow_outputs(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while plotting
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "write_outputs", slow_outputs)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_once(recipe, tmp_path / "runs", FakeMeasure(), tmp_path / "out.yaml")
+    [sweep_dir] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert json.loads((sweep_dir / "status.json").read_text())["status"] == "ok"
+    assert (sweep_dir / "report.md").is_file() and (sweep_dir / "manifest.json").is_file()

@@ -243,3 +243,14 @@ def test_hardware_seen_without_driver() -> None:
     seen = hardware_seen(NvmlProbe(nvml=NoDriverNvml()))
     assert seen["accelerator"] == "cpu"
     assert seen["gpus"] == []
+
+
+def test_hardware_label_names_the_gpus_else_the_cpu() -> None:
+    from model_optimizer.telemetry import hardware_label
+
+    with_gpu = hardware_seen(NvmlProbe(nvml=FakeNvml()))
+    assert hardware_label(with_gpu) == f"1x {H200_NAME}"
+    without = hardware_seen(NvmlProbe(nvml=NoDriverNvml()))
+    assert hardware_label(without) == (without["cpu_model"] or "cpu")
+    assert hardware_label({"gpus": [], "cpu_model": None}) == "cpu"
+    assert hardware_label(None) is None  # an archive without a hardware record

@@ -1,5 +1,5 @@
-"""Pieces shared by the search commands (``sweep``, ``tune``): the hardware label, the model
-config the planner reads, and writing the chosen configuration as a validated recipe revision.
+"""What a search leaves behind when it succeeds: the chosen configuration written as the next,
+validated revision of the recipe (the previous and the written text kept in the archive).
 """
 
 from __future__ import annotations
@@ -7,21 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_optimizer.archive import RunArchive, utc_now
+from model_optimizer.archive.names import PREVIOUS_RECIPE, WRITTEN_RECIPE
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.measure import FIGURE_KEYS
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.recipe.writer import write_revision
-from model_optimizer.telemetry import hardware_seen
-
-
-def hardware_label() -> str:
-    """A short name of the hardware this process sees (GPU name or CPU model)."""
-    seen = hardware_seen()
-    gpus = seen.get("gpus") or []
-    if gpus:
-        return f"{len(gpus)}x {gpus[0].get('name')}"
-    return str(seen.get("cpu_model") or "cpu")
+from model_optimizer.telemetry import this_hardware
 
 
 def default_model_config(loaded: LoadedRecipe, explicit: Path | None) -> str | None:
@@ -41,13 +33,13 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
     validated = {
         "at": utc_now(), "run_id": archive.id, "by": by,
         "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
-        "vllm_version": vllm_version(), "hardware": hardware or hardware_label(),
+        "vllm_version": vllm_version(), "hardware": hardware or this_hardware(),
     }
     if quality is not None:
         validated["quality"] = validated_quality(quality)
-    archive.write_text("recipe.previous.yaml", loaded.source_text)
+    archive.write_text(PREVIOUS_RECIPE, loaded.source_text)
     text = write_revision(loaded, changes, validated, output)
-    archive.write_text("recipe.written.yaml", text)
+    archive.write_text(WRITTEN_RECIPE, text)
     return output
 
 

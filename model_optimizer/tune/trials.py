@@ -1,0 +1,61 @@
+"""Reading a study's trials for ``mopt tune``: same configurations, counts, summaries. Pure
+functions of optuna's frozen trials; the loop and the outputs share them.
+"""
+
+from __future__ import annotations
+
+from optuna.trial import FrozenTrial, TrialState
+
+from model_optimizer.tune.space import same_value
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def same_params(a: dict, b: dict) -> bool:
+    """True when two trials' parameters are the same configuration (True is not 1)."""
+    return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+
+
+def finished_count(trials: list[FrozenTrial]) -> int:
+    """How many trials finished (measured, failed as data, or pruned)."""
+    return sum(1 for t in trials if t.state in FINISHED)
+
+
+def distinct_configurations(trials: list[FrozenTrial]) -> int:
+    """How many different configurations the finished trials tried."""
+    seen: list[dict] = []
+    for trial in trials:
+        if trial.state in FINISHED and not any(same_params(trial.params, o) for o in seen):
+            seen.append(trial.params)
+    return len(seen)
+
+
+def state_counts(trials: list[FrozenTrial]) -> dict:
+    """Trials by optuna state (``complete``, ``pruned``, ...) and the launches they made."""
+    counts: dict[str, int] = {}
+    for trial in trials:
+        key = trial.state.name.lower()
+        counts[key] = counts.get(key, 0) + 1
+    counts["launches"] = sum(t.user_attrs.get("launches", 0) for t in trials)
+    return counts
+
+
+def describe_outcomes(trials: list[FrozenTrial]) -> str:
+    """Why the finished trials were not feasible, in words: ``2 failed: oom, 1 ...``."""
+    kinds: dict[str, int] = {}
+    for trial in trials:
+        if "status" not in trial.user_attrs:
+            continue
+        attrs = trial.user_attrs
+        key = ("infeasible (SLO)" if attrs["status"] == "ok"
+               else f"{attrs['status']}: {attrs.get('failure_kind')}")
+        kinds[key] = kinds.get(key, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no trial finished"
+
+
+def trial_summary(trial: FrozenTrial) -> dict:
+    """The JSON summary of one trial (the best one in the outcome)."""
+    attrs = trial.user_attrs
+    return {"number": trial.number, "params": dict(trial.params), "values": trial.values,
+            "figures": attrs.get("figures"), "machine": attrs.get("machine"),
+            "run_ids": attrs.get("run_ids"), "duplicate_of": attrs.get("duplicate_of")}
