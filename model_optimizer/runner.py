@@ -22,6 +22,18 @@ from model_optimizer.archive import (
     failed_status,
     utc_now,
 )
+from model_optimizer.archive.entry import metric_fields, run_fields
+from model_optimizer.archive.names import (
+    ENGINE_LOG,
+    FAILURE_FILE,
+    GIVEN_RECIPE,
+    METRICS_FILE,
+    REPORT_FILE,
+    REQUESTS_FILE,
+    RESOLVED_RECIPE,
+    RUN_FILE,
+    TELEMETRY_FILE,
+)
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
@@ -47,7 +59,7 @@ from model_optimizer.secrets import (
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
-from model_optimizer.telemetry import TelemetrySampler, hardware_seen
+from model_optimizer.telemetry import TelemetrySampler, hardware_label, hardware_seen
 
 log = logging.getLogger(__name__)
 EventCallback = Callable[[str, dict], None]
@@ -128,15 +140,17 @@ def check_model_present(loaded: LoadedRecipe) -> str:
 
 def _write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
                  env: dict[str, str], extra: dict) -> None:
-    archive.write_text("recipe.given.yaml", loaded.source_text)
-    archive.write_yaml("recipe.resolved.yaml", loaded.resolved,
+    archive.write_text(GIVEN_RECIPE, loaded.source_text)
+    archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
                        header=f"# {loaded.name} as run by mopt, defaults filled in\n")
-    archive.write_json("run.json", {
+    run = {
         "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
         "recipe_name": loaded.name, "recipe_revision": loaded.resolved["revision"],
         "overrides": [redact_override(item) for item in loaded.overrides],
         "argv": redact_argv(argv), "env": redact_env(env),
-        "versions": collect_versions(), "hardware": hardware_seen(), **extra})
+        "versions": collect_versions(), "hardware": hardware_seen(), **extra}
+    archive.write_json(RUN_FILE, run)
+    archive.write_entry(**run_fields(run, loaded.resolved, hardware_label(run["hardware"])))
 
 
 class _Measurement:
@@ -147,12 +161,12 @@ class _Measurement:
         self.records: list = []
 
     def on_record(self, record) -> None:
-        self.archive.append_jsonl("requests.jsonl", record.to_dict())
+        self.archive.append_jsonl(REQUESTS_FILE, record.to_dict())
         if not record.warmup:
             self.records.append(record)
 
     def on_sample(self, sample: dict) -> None:
-        self.archive.append_jsonl("telemetry.jsonl", sample)
+        self.archive.append_jsonl(TELEMETRY_FILE, sample)
 
 
 def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
@@ -183,7 +197,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     _write_start(archive, loaded, command.argv, command.env,
                  {"workload": workload, **(archive_extra or {})})
     base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    engine = factory.process(command, archive.file("engine.log"), base_url,
+    engine = factory.process(command, archive.file(ENGINE_LOG), base_url,
                              engine_cfg["startup_timeout_s"])
     measurement = _Measurement(archive)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
@@ -204,7 +218,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         with interrupts_deferred():
             emit("stopping", {})
             engine.stop()
-            scrub_log(archive.file("engine.log"), secret_values(engine.argv, engine.env_extra))
+            scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
             _finalize(archive, loaded, outcome)
         emit("done", outcome.to_dict())
     return outcome
@@ -234,7 +248,7 @@ def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
     except EngineStartError as exc:
         outcome.failure = exc.failure
         outcome.status = failed_status(exc.failure.kind)
-        archive.write_json("failure.json", exc.failure.to_dict())
+        archive.write_json(FAILURE_FILE, exc.failure.to_dict())
         emit("start_failed", exc.failure.to_dict())
         return
     archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s)
@@ -254,7 +268,7 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
     if failure is not None:
         outcome.failure = failure
         outcome.status = failed_status(failure.kind)
-        archive.write_json("failure.json", failure.to_dict())
+        archive.write_json(FAILURE_FILE, failure.to_dict())
     _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
                     stopped_reason=result.stopped_reason)
     if failure is None:
@@ -322,7 +336,7 @@ def _internal_failure(archive: RunArchive, outcome: RunOutcome, exc: Exception) 
                               f"{exc}; please report it", [line.rstrip() for line in trace])
     outcome.status = failed_status(INTERNAL_ERROR)
     with contextlib.suppress(OSError):
-        archive.write_json("failure.json", outcome.failure.to_dict())
+        archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
 def _judge_completed(archive: RunArchive, measurement: _Measurement,
@@ -335,7 +349,7 @@ def _judge_completed(archive: RunArchive, measurement: _Measurement,
     outcome.failure = Failure(NO_REQUEST_COMPLETED, "no measured request succeeded; the "
                               "errors are in requests.jsonl", errors)
     outcome.status = failed_status(NO_REQUEST_COMPLETED)
-    archive.write_json("failure.json", outcome.failure.to_dict())
+    archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
 def effective_slo(recipe: dict) -> dict:
@@ -363,9 +377,10 @@ def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
 def _finalize(archive: RunArchive, loaded: LoadedRecipe, outcome: RunOutcome) -> None:
     """Write metrics, status and report; runs in `finally`, so keep it exception-light."""
     try:
-        archive.write_json("metrics.json", {**outcome.metrics,
-                                            "telemetry_peaks": outcome.telemetry_peaks})
-        archive.write_text("report.md", render_run_report(archive.id, loaded.resolved, outcome))
+        archive.write_json(METRICS_FILE, {**outcome.metrics,
+                                          "telemetry_peaks": outcome.telemetry_peaks})
+        archive.write_entry(**metric_fields(outcome.metrics))
+        archive.write_text(REPORT_FILE, render_run_report(archive.id, loaded.resolved, outcome))
     finally:
         archive.set_status(outcome.status, phase="finished", finished_at=utc_now(),
                            slo_met=outcome.slo_met if outcome.ok else None,

@@ -1,11 +1,14 @@
 """The run index: ``<runs dir>/index.sqlite``, one row per archive (runs, sweeps, their steps).
 
-The folders are the source of truth; the index is a cache for listing and lookup. Each row
+The folders are the source of truth; the index is a cache for listing and lookup. A row is
+an archive's ``status.json`` with the ``entry`` the archive wrote there for itself
+(``archive/entry.py``): the index reads that one format and knows no kind's layout. Each row
 stores a *signature* of its folder (the modification times of ``status.json`` and
-``manifest.json``, both replaced atomically whenever they change). :func:`refresh` compares
-the folders on disk with the rows and re-reads only the folders that are new or whose
-signature changed, and drops rows of folders that are gone; a missing or unreadable index,
-or one of another schema version, is rebuilt from scratch (also ``mopt runs --reindex``).
+``manifest.json``, both replaced atomically whenever they change).
+:func:`refresh` compares the folders on disk with the rows and re-reads only the folders
+that are new or whose signature changed, and drops rows of folders that are gone; a missing
+or unreadable index, or one of another schema version, is rebuilt from scratch (also
+``mopt runs --reindex``).
 
 Concurrent mopt processes share one ``runs/``: every write to the index happens under an
 exclusive ``fcntl.flock`` on ``<runs dir>/.lock``, and SQLite runs in WAL mode with a busy
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import sqlite3
@@ -25,15 +27,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
+from model_optimizer.archive.entry import ENTRY_FIELDS, ENTRY_KEY, METRIC_FIELDS
+from model_optimizer.archive.names import (
+    INDEX_NAME,
+    LOCK_NAME,
+    MANIFEST_FILE,
+    STATUS_FILE,
+    STEPS_DIR,
+)
 
-INDEX_NAME = "index.sqlite"
-LOCK_NAME = ".lock"
 LOCK_TIMEOUT_S = 30.0
 SCHEMA_VERSION = 1
-STEPS_DIR = "steps"
 BUSY_TIMEOUT_S = 60.0
-CONFIG_HASH_IGNORES = ("name", "description", "revision", "validated")
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +46,11 @@ COLUMNS = ("path", "id", "parent", "kind", "created_at", "finished_at", "recipe_
            "recipe_revision", "recipe_hash", "recipe_file", "status", "pid", "updated_at",
            "qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "e2e_p50_ms",
            "slo_met", "vllm_version", "hardware", "signature")
-_REAL_COLUMNS = ("qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
-                 "e2e_p50_ms")
 _INT_COLUMNS = ("recipe_revision", "pid", "slo_met")
 
 
 def _column_type(name: str) -> str:
-    return "REAL" if name in _REAL_COLUMNS else "INTEGER" if name in _INT_COLUMNS else "TEXT"
+    return "REAL" if name in METRIC_FIELDS else "INTEGER" if name in _INT_COLUMNS else "TEXT"
 
 
 _SCHEMA = f"""
@@ -61,30 +64,10 @@ CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
 
 
 # ----- helpers shared with the history commands ------------------------------------------
-def config_hash(resolved: dict | None) -> str | None:
-    """16 hex digits identifying a configuration: the resolved recipe without its name,
-    description, revision and validated block (equal configurations hash equal)."""
-    if not isinstance(resolved, dict):
-        return None
-    core = {k: v for k, v in resolved.items() if k not in CONFIG_HASH_IGNORES}
-    text = json.dumps(core, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def hardware_label_of(seen: dict | None) -> str | None:
-    """Short hardware name from a ``hardware_seen()`` record (as ``sweep.hardware_label``)."""
-    if not isinstance(seen, dict):
-        return None
-    gpus = seen.get("gpus") or []
-    if gpus:
-        return f"{len(gpus)}x {gpus[0].get('name')}"
-    return str(seen.get("cpu_model") or "cpu")
-
-
 def runs_root_of(archive: str | Path) -> Path:
-    """The runs dir an archive belongs to (a sweep step's is the sweep's parent)."""
+    """The runs dir an archive belongs to (a search step's is the search's parent)."""
     parent = Path(archive).resolve().parent
-    while parent.name == STEPS_DIR and (parent.parent / "status.json").exists():
+    while parent.name == STEPS_DIR and (parent.parent / STATUS_FILE).exists():
         parent = parent.parent.parent
     return parent
 
@@ -98,20 +81,12 @@ def read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def read_yaml(path: Path) -> dict | None:
-    """A YAML mapping from ``path``, or None when missing or unreadable."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 # ----- reading one folder into a row -------------------------------------------------------
 def signature(folder: Path) -> str:
-    """What changes whenever an archive's status or manifest is (atomically) rewritten."""
+    """What changes whenever an archive's status (with its entry) or manifest is
+    (atomically) rewritten."""
     parts = []
-    for name in ("status.json", "manifest.json"):
+    for name in (STATUS_FILE, MANIFEST_FILE):
         try:
             parts.append(str((folder / name).stat().st_mtime_ns))
         except OSError:
@@ -119,76 +94,19 @@ def signature(folder: Path) -> str:
     return ":".join(parts)
 
 
-def _metrics_columns(metrics: dict | None) -> dict:
-    metrics = metrics or {}
-    out = {k: metrics.get(k) for k in _REAL_COLUMNS}
-    slo = metrics.get("slo_met")
-    out["slo_met"] = None if slo is None else int(bool(slo))
-    return out
-
-
-def _run_columns(folder: Path) -> dict:
-    run = read_json(folder / "run.json") or {}
-    resolved = read_yaml(folder / "recipe.resolved.yaml")
-    if resolved is not None and isinstance(run.get("workload"), dict):
-        resolved = {**resolved, "workload": run["workload"]}
-    return {"created_at": run.get("created_at"), "recipe_name": run.get("recipe_name"),
-            "recipe_revision": run.get("recipe_revision"),
-            "recipe_file": run.get("recipe_file"), "recipe_hash": config_hash(resolved),
-            "parent": run.get("sweep"),
-            "vllm_version": (run.get("versions") or {}).get("vllm"),
-            "hardware": hardware_label_of(run.get("hardware")),
-            **_metrics_columns(read_json(folder / "metrics.json"))}
-
-
-def _search_columns(folder: Path) -> dict:
-    """A sweep or tune: its recipe, and the figures of the revision it wrote."""
-    state = read_json(folder / "state.json") or {}
-    given = read_yaml(folder / "recipe.given.yaml") or {}
-    written = read_yaml(folder / "recipe.written.yaml")
-    validated = (written or {}).get("validated") or {}
-    figures = validated.get("metrics")
-    return {"created_at": state.get("started_at"), "recipe_name": given.get("name"),
-            "recipe_revision": (written or given).get("revision", 1),
-            "recipe_file": state.get("output") or state.get("recipe_file"),
-            "recipe_hash": config_hash(_resolve_quietly(written)),
-            "vllm_version": validated.get("vllm_version"),
-            "hardware": validated.get("hardware"), **_metrics_columns(figures)}
-
-
-def _rollback_columns(folder: Path) -> dict:
-    info = read_json(folder / "run.json") or {}
-    written = read_yaml(folder / "recipe.written.yaml")
-    validated = (written or {}).get("validated") or {}
-    return {"created_at": info.get("created_at"), "recipe_name": info.get("recipe_name"),
-            "recipe_revision": info.get("to_revision"), "recipe_file": info.get("recipe_file"),
-            "recipe_hash": config_hash(_resolve_quietly(written)),
-            "vllm_version": validated.get("vllm_version"),
-            "hardware": validated.get("hardware"), **_metrics_columns(validated.get("metrics"))}
-
-
-def _resolve_quietly(document: dict | None) -> dict | None:
-    if document is None:
-        return None
-    try:
-        from model_optimizer.recipe import resolve
-        return resolve(document)
-    except Exception:  # noqa: BLE001 - an odd recipe only loses its hash
-        return document
-
-
 def read_entry(folder: Path, root: Path) -> dict:
-    """The index row of one archive folder (tolerant: a broken folder still gets a row)."""
-    status = read_json(folder / "status.json") or {}
-    kind = status.get("kind") or "run"
+    """The index row of one archive folder: its ``status.json`` and the ``entry`` it wrote
+    there for itself (tolerant: a broken folder still gets a row)."""
+    status = read_json(folder / STATUS_FILE) or {}
+    entry = status.get(ENTRY_KEY)
     row = dict.fromkeys(COLUMNS)
-    row.update({"path": folder.relative_to(root).as_posix(), "id": folder.name, "kind": kind,
+    row.update({k: v for k, v in (entry if isinstance(entry, dict) else {}).items()
+                if k in ENTRY_FIELDS})
+    row.update({"path": folder.relative_to(root).as_posix(), "id": folder.name,
+                "kind": status.get("kind") or "run",
                 "status": status.get("status") or "incomplete", "pid": status.get("pid"),
                 "updated_at": status.get("updated_at"),
                 "finished_at": status.get("finished_at"), "signature": signature(folder)})
-    reader = {"sweep": _search_columns, "tune": _search_columns, "optimize": _search_columns,
-              "rollback": _rollback_columns}.get(kind, _run_columns)
-    row.update(reader(folder))
     if row["parent"] is None and folder.parent.name == STEPS_DIR:
         row["parent"] = folder.parent.parent.name
     if not row["created_at"]:

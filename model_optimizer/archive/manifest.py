@@ -27,12 +27,16 @@ from pathlib import Path
 
 import psutil
 
+from model_optimizer.archive.names import (
+    MANIFEST_FILE,
+    STATUS_FILE,
+    STEPS_DIR,
+)
 from model_optimizer.errors import UsageError
 from model_optimizer.fsutil import atomic_write_text
 
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = MANIFEST_FILE  # the name other modules import from here
 MANIFEST_FORMAT = 1
-STEPS_DIR = "steps"
 _CHUNK = 1 << 20
 
 
@@ -112,7 +116,7 @@ def _read_json(path: Path) -> dict | None:
 def write_manifest(path: str | Path) -> dict:
     """Hash every file of the archive at ``path`` and write ``manifest.json`` atomically."""
     folder = Path(path)
-    status = _read_json(folder / "status.json") or {}
+    status = _read_json(folder / STATUS_FILE) or {}
     files = {}
     for rel in archive_files(folder):
         target = folder / rel
@@ -152,21 +156,21 @@ def _epoch(stamp: object) -> float | None:
 def _status_problems(folder: Path, label: str) -> list[ArchiveProblem]:
     if not folder.is_dir():
         return [ArchiveProblem(label, None, "no_archive", "no such archive folder")]
-    status = _read_json(folder / "status.json")
+    status = _read_json(folder / STATUS_FILE)
     if status is None:
-        return [ArchiveProblem(label, "status.json", "no_status",
+        return [ArchiveProblem(label, STATUS_FILE, "no_status",
                                "missing or unreadable: the archive was never completed "
                                "(half-written, or not made by mopt)")]
     if status.get("status") == "running":
         pid = status.get("pid")
         if writer_alive(status):
-            return [ArchiveProblem(label, "status.json", "in_progress",
+            return [ArchiveProblem(label, STATUS_FILE, "in_progress",
                                    f"still being written by pid {pid}; wait until it "
                                    "finishes")]
         kind = status.get("kind")
         hint = (f"; continue it with `mopt {kind} --resume {folder}`"
                 if kind in ("sweep", "tune") else "")
-        return [ArchiveProblem(label, "status.json", "half_written",
+        return [ArchiveProblem(label, STATUS_FILE, "half_written",
                                f"status is still 'running' but its writer (pid {pid}) is "
                                "gone: the process was killed before the archive was "
                                f"finished, so its figures are incomplete{hint}")]

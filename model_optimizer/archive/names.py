@@ -6,9 +6,9 @@ the others (``sweep/outputs.py``, ``tune/outputs.py``, ``history/rollback.py``).
 """
 
 # ----- every archive ---------------------------------------------------------------------
-STATUS_FILE = "status.json"        # running | ok | failed:<class> | interrupted, + details
+STATUS_FILE = "status.json"        # running | ok | failed:<class> | interrupted, details,
+#                                    and the archive's own index row (archive/entry.py)
 MANIFEST_FILE = "manifest.json"    # SHA-256 of every file, written last when sealed
-ENTRY_FILE = "entry.json"          # the archive's row of the run index (archive/entry.py)
 REPORT_FILE = "report.md"          # a short human report
 GIVEN_RECIPE = "recipe.given.yaml"  # the recipe file exactly as given
 

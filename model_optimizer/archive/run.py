@@ -2,7 +2,8 @@
 
 Layout of ``runs/<UTC time>-<recipe name>-<short id>/``::
 
-    status.json        running | ok | failed:<class> | interrupted, updated as the run goes
+    status.json        running | ok | failed:<class> | interrupted, updated as the run goes;
+                       ``entry``: the run's row of the run index (archive/entry.py)
     run.json           id, times, argv and environment (secrets redacted), versions, hardware
     recipe.given.yaml  the recipe file exactly as given (plus the --set overrides in run.json)
     recipe.resolved.yaml  with every default filled in, as run
@@ -30,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from model_optimizer.archive.entry import ENTRY_KEY, checked
+from model_optimizer.archive.names import STATUS_FILE
 from model_optimizer.fsutil import atomic_write_text
 
 RUNS_DIR_ENV = "MOPT_RUNS_DIR"
@@ -114,18 +117,26 @@ class RunArchive:
             handle.write(line)
             handle.flush()
 
+    def write_entry(self, **fields: object) -> None:
+        """Merge ``fields`` (of ``archive.entry.ENTRY_FIELDS``) into this archive's own row
+        of the run index, kept as ``entry`` in ``status.json`` (atomic); the index reads
+        nothing else of the archive."""
+        current = self.read_status()
+        current[ENTRY_KEY] = {**(current.get(ENTRY_KEY) or {}), **checked(fields)}
+        self.write_json(STATUS_FILE, current)
+
     def set_status(self, status: str, **details: object) -> None:
         """Record the run's status (atomic), keeping earlier details."""
         current = self.read_status()
         current.update(details)
         current.update({"status": status, "updated_at": utc_now(), "id": self.id,
                         "pid": os.getpid()})
-        self.write_json("status.json", current)
+        self.write_json(STATUS_FILE, current)
 
     def read_status(self) -> dict:
         """The status record, or {} when none was written yet."""
         try:
-            return json.loads(self.file("status.json").read_text())
+            return json.loads(self.file(STATUS_FILE).read_text())
         except (OSError, ValueError):
             return {}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +12,7 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    RunsDirOption,
     SetOption,
     console,
     err_console,
@@ -31,11 +31,6 @@ from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.signals import terminate_as_interrupt
-
-RunsDirOption = Annotated[
-    Path | None,
-    typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",
-                 show_default=False)]
 
 
 def summary_table(outcome: RunOutcome) -> Table:

@@ -9,8 +9,15 @@ import requests
 import typer
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.cli.apply import RunsDirOption, print_outcome
-from model_optimizer.cli.common import JsonOption, SetOption, err_console, handle_errors, print_json
+from model_optimizer.cli.apply import print_outcome
+from model_optimizer.cli.common import (
+    JsonOption,
+    RunsDirOption,
+    SetOption,
+    err_console,
+    handle_errors,
+    print_json,
+)
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError

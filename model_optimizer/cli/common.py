@@ -26,6 +26,10 @@ SetOption = Annotated[
                       "(repeatable; applied after the file, validated like it)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+RunsDirOption = Annotated[
+    Path | None,
+    typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",
+                 show_default=False)]
 RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML file.", show_default=False,
                                           metavar="RECIPE")]
 

@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.cli.apply import RunsDirOption
-from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.common import JsonOption, RunsDirOption, console, handle_errors, print_json
 from model_optimizer.cli.completion import complete_run_or_recipe
 from model_optimizer.errors import UsageError
 from model_optimizer.history import stats

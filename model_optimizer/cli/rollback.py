@@ -10,8 +10,15 @@ from rich.markup import escape
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import RunsDirOption, print_outcome
-from model_optimizer.cli.common import JsonOption, console, err_console, handle_errors, print_json
+from model_optimizer.cli.apply import print_outcome
+from model_optimizer.cli.common import (
+    JsonOption,
+    RunsDirOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+)
 from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_FAILURE, EXIT_OK

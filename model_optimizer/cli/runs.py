@@ -10,9 +10,14 @@ import typer
 
 from model_optimizer.archive import index, runs_dir
 from model_optimizer.archive.manifest import writer_alive
+from model_optimizer.archive.names import (
+    GIVEN_RECIPE,
+    METRICS_FILE,
+    REPORT_FILE,
+    WRITTEN_RECIPE,
+)
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import RunsDirOption
-from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.common import JsonOption, RunsDirOption, console, handle_errors, print_json
 from model_optimizer.cli.completion import complete_run
 from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
@@ -157,11 +162,11 @@ def _show_lines(view: archives.ArchiveView) -> list[str]:
                   f"overrides: {' '.join(run.get('overrides') or []) or 'none'}",
                   f"vLLM {versions.get('vllm') or '-'}, hardware "
                   f"{hardware_label(run.get('hardware')) or '-'}"]
-    recipe_name = "recipe.written.yaml" if view.kind in ("rollback",) else "recipe.given.yaml"
+    recipe_name = WRITTEN_RECIPE if view.kind in ("rollback",) else GIVEN_RECIPE
     recipe_text = view.text(recipe_name)
     if recipe_text:
         lines += ["", f"## Recipe ({recipe_name})", "", recipe_text.rstrip()]
-    report = view.text("report.md")
+    report = view.text(REPORT_FILE)
     if report:
         lines += ["", report.rstrip()]
     return lines
@@ -180,10 +185,10 @@ def show(
     if as_json:
         print_json({"id": view.id, "kind": view.kind, "path": str(view.path),
                     "status": view.status, "run": view.run,
-                    "metrics": view.json("metrics.json") or None,
+                    "metrics": view.json(METRICS_FILE) or None,
                     "summary": view.summary or None,
-                    "recipe": view.text("recipe.given.yaml"),
-                    "report": view.text("report.md")})
+                    "recipe": view.text(GIVEN_RECIPE),
+                    "report": view.text(REPORT_FILE)})
         return
     console.print("\n".join(_show_lines(view)), highlight=False, markup=False,
                   soft_wrap=True)

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import RunsDirOption
-from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.common import JsonOption, RunsDirOption, console, handle_errors, print_json
 from model_optimizer.history.current import ago
 from model_optimizer.history.status import Status, gather
 

@@ -10,9 +10,9 @@ import typer
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
+    RunsDirOption,
     SetOption,
     console,
     err_console,

@@ -16,6 +16,15 @@ import yaml
 
 from model_optimizer.archive import index
 from model_optimizer.archive.manifest import require_intact
+from model_optimizer.archive.names import (
+    REQUESTS_FILE,
+    RESOLVED_RECIPE,
+    RUN_FILE,
+    STATE_FILE,
+    STATUS_FILE,
+    STEPS_DIR,
+    SUMMARY_FILE,
+)
 from model_optimizer.errors import UsageError
 
 
@@ -48,7 +57,7 @@ class ArchiveView:
 
     def requests(self) -> list[dict]:
         """Measured request records (warm-up excluded); a torn last line is skipped."""
-        text = self.text("requests.jsonl") or ""
+        text = self.text(REQUESTS_FILE) or ""
         out = []
         for line in text.splitlines():
             try:
@@ -83,11 +92,11 @@ def resolve_ref(ref: str | Path, runs_base: str | Path) -> Path:
 def open_archive(path: Path) -> ArchiveView:
     """Verify the archive at ``path`` and read its records (raises ArchiveError if broken)."""
     require_intact(path)
-    status = index.read_json(path / "status.json") or {}
+    status = index.read_json(path / STATUS_FILE) or {}
     view = ArchiveView(path, status.get("id") or path.name, status.get("kind") or "run", status)
-    view.run = index.read_json(path / "run.json") or {}
-    view.state = index.read_json(path / "state.json") or {}
-    view.summary = index.read_json(path / "summary.json") or {}
+    view.run = index.read_json(path / RUN_FILE) or {}
+    view.state = index.read_json(path / STATE_FILE) or {}
+    view.summary = index.read_json(path / SUMMARY_FILE) or {}
     return view
 
 
@@ -98,7 +107,7 @@ def load(ref: str | Path, runs_base: str | Path) -> ArchiveView:
 
 def effective_recipe(view: ArchiveView) -> dict | None:
     """The configuration a run measured: its resolved recipe with the workload as run."""
-    text = view.text("recipe.resolved.yaml")
+    text = view.text(RESOLVED_RECIPE)
     if text is None:
         return None
     resolved = yaml.safe_load(text)
@@ -117,5 +126,5 @@ def chosen_step(view: ArchiveView) -> Path | None:
     run_ids = [c["run_id"] for c in confirmed] or list(chosen.get("run_ids") or [])
     if not run_ids:
         return None
-    step = view.path / "steps" / run_ids[-1]
+    step = view.path / STEPS_DIR / run_ids[-1]
     return step if step.is_dir() else None

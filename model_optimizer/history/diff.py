@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_optimizer.archive.names import (
+    METRICS_FILE,
+    WRITTEN_RECIPE,
+)
 from model_optimizer.archive.report import fmt
 from model_optimizer.history import archives, stats
 from model_optimizer.load.stats import request_tpot_s
@@ -185,7 +189,7 @@ def side_of(ref: str | Path, runs_base: str | Path) -> Side:
     if view.kind in ("sweep", "tune"):
         return _search_side(view)
     if view.kind == "rollback":
-        written = view.text("recipe.written.yaml")
+        written = view.text(WRITTEN_RECIPE)
         recipe = resolved_from_text(written)
         return Side(str(view.path), "rollback", recipe, note="fields only (no measurement)",
                     quality=validated_quality(recipe))
@@ -195,7 +199,7 @@ def side_of(ref: str | Path, runs_base: str | Path) -> Side:
 def run_side(view: archives.ArchiveView, label: str, kind: str | None = None) -> Side:
     """A measured run as a side: effective recipe, metrics.json, measured requests."""
     return Side(label, kind or view.kind, archives.effective_recipe(view),
-                view.json("metrics.json"), view.requests(), environment=_environment(view.run),
+                view.json(METRICS_FILE), view.requests(), environment=_environment(view.run),
                 status=view.status_text)
 
 
@@ -233,7 +237,7 @@ def _environment(run: dict) -> dict | None:
 
 
 def _search_side(view: archives.ArchiveView) -> Side:
-    written = view.text("recipe.written.yaml")
+    written = view.text(WRITTEN_RECIPE)
     recipe = resolved_from_text(written) if written else None
     step = archives.chosen_step(view)
     if step is None:

@@ -23,7 +23,15 @@ from pathlib import Path
 import yaml
 
 from model_optimizer.archive import RunArchive, failed_status, utc_now
+from model_optimizer.archive.entry import revision_fields
 from model_optimizer.archive.index import runs_root_of
+from model_optimizer.archive.names import (
+    GIVEN_RECIPE,
+    METRICS_FILE,
+    REPLACED_RECIPE,
+    RUN_FILE,
+    WRITTEN_RECIPE,
+)
 from model_optimizer.errors import RecipeError, UsageError
 from model_optimizer.history import archives
 from model_optimizer.history.diff import DiffResult, Side, compare, run_side
@@ -82,12 +90,12 @@ def _restore_run(view: archives.ArchiveView) -> Restore:
     if view.status_text != "ok":
         raise UsageError(f"{view.path}: this run ended '{view.status_text}', so its recipe "
                          "was never validated; roll back to a run that finished ok")
-    text = view.text("recipe.given.yaml")
+    text = view.text(GIVEN_RECIPE)
     if text is None:
         raise UsageError(f"{view.path}: no recipe.given.yaml in this run")
     validated = {"at": view.status.get("finished_at") or view.run.get("created_at")
                  or utc_now(), "run_id": view.id, "by": "rollback", "rollback_of": view.id,
-                 "metrics": _numeric(view.json("metrics.json")),
+                 "metrics": _numeric(view.json(METRICS_FILE)),
                  "vllm_version": (view.run.get("versions") or {}).get("vllm"),
                  "hardware": hardware_label(view.run.get("hardware"))}
     return Restore(text, list(view.run.get("overrides") or []), validated,
@@ -95,7 +103,7 @@ def _restore_run(view: archives.ArchiveView) -> Restore:
 
 
 def _restore_search(view: archives.ArchiveView) -> Restore:
-    text = view.text("recipe.written.yaml")
+    text = view.text(WRITTEN_RECIPE)
     if text is None:
         raise UsageError(f"{view.path}: this {view.kind} wrote no recipe revision "
                          f"({view.status_text}); roll back to one of its step runs under "
@@ -179,13 +187,16 @@ def _open_rollback_archive(view: archives.ArchiveView, runs_base: str | Path, na
                            target: Path, current_text: str | None,
                            current_revision: int | None, revision: int) -> RunArchive:
     archive = RunArchive.create(runs_base, f"{name}-rollback", kind="rollback")
-    archive.write_json("run.json", {
-        "id": archive.id, "created_at": utc_now(), "kind": "rollback", "recipe_name": name,
+    created_at = utc_now()
+    archive.write_json(RUN_FILE, {
+        "id": archive.id, "created_at": created_at, "kind": "rollback", "recipe_name": name,
         "recipe_file": str(target), "rollback_of": view.id, "source_kind": view.kind,
         "source_path": str(view.path), "from_revision": current_revision,
         "to_revision": revision})
+    archive.write_entry(created_at=created_at, recipe_name=name, recipe_revision=revision,
+                        recipe_file=str(target))
     if current_text is not None:
-        archive.write_text("recipe.replaced.yaml", current_text)
+        archive.write_text(REPLACED_RECIPE, current_text)
     return archive
 
 
@@ -199,7 +210,8 @@ def _write(archive: RunArchive, loaded, validated: dict, target: Path) -> str:
                            finished_at=utc_now(), error=str(exc))
         archive.close()
         raise
-    archive.write_text("recipe.written.yaml", text)
+    archive.write_text(WRITTEN_RECIPE, text)
+    archive.write_entry(**revision_fields(text))
     archive.set_status("ok", phase="finished", finished_at=utc_now())
     archive.close()
     return text
@@ -262,7 +274,7 @@ def reverify(result: RollbackResult, tolerance: float = TOLERANCE,
     new_side = run_side(archives.open_archive(outcome.archive), str(outcome.archive))
     if reference is not None:
         old_side = run_side(reference, str(reference.path))
-        archived = reference.json("metrics.json")
+        archived = reference.json(METRICS_FILE)
     else:
         old_side = Side(f"{result.source} (validated figures)", result.source_kind,
                         new_side.recipe)

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
-from model_optimizer.archive.names import GIVEN_RECIPE, STATE_FILE, STATUS_FILE, STEPS_DIR
+from model_optimizer.archive.entry import revision_fields
+from model_optimizer.archive.names import (
+    GIVEN_RECIPE,
+    STATE_FILE,
+    STATUS_FILE,
+    STEPS_DIR,
+    WRITTEN_RECIPE,
+)
 from model_optimizer.errors import UsageError
 from model_optimizer.measure import Measurement, measure_configuration
 from model_optimizer.plan import load_model_config
@@ -108,6 +115,9 @@ class SearchSession:
         state = state_for(archive)
         archive.write_text(GIVEN_RECIPE, loaded.source_text)
         archive.write_json(STATE_FILE, state.to_dict())
+        archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
+                            recipe_revision=loaded.resolved.get("revision", 1),
+                            recipe_file=state.output or state.recipe_file)
         return cls(kind, archive, loaded, state, on_event)
 
     @classmethod
@@ -195,5 +205,9 @@ class SearchSession:
         return outcome
 
     def seal(self) -> None:
-        """Close the archive: its manifest is written and it is registered in the run index."""
+        """Close the archive: its index entry completed with the revision it wrote (if any),
+        its manifest written and its row registered in the run index."""
+        written = self.archive.file(WRITTEN_RECIPE)
+        if written.is_file():
+            self.archive.write_entry(**revision_fields(written.read_text(encoding="utf-8")))
         self.archive.close()

@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from model_optimizer.archive import RunArchive
+from model_optimizer.archive.names import (
+    REPORT_FILE,
+    SUMMARY_CSV,
+    SUMMARY_FILE,
+    SWEEP_PLOT,
+)
 from model_optimizer.archive.report import fmt
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 
@@ -52,15 +58,15 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "written": str(written) if written else None,
                "launches": sum(p.launches for p in state.history)
                + sum(1 for c in state.confirmations if not c.get("skipped"))}
-    archive.write_json("summary.json", summary)
+    archive.write_json(SUMMARY_FILE, summary)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    archive.write_text("summary.csv", buffer.getvalue())
+    archive.write_text(SUMMARY_CSV, buffer.getvalue())
     if rows:
-        plot_sweep(archive.file("plot.png"), state, rows, chosen)
-    archive.write_text("report.md", render_report(archive.id, loaded, state, summary, rows))
+        plot_sweep(archive.file(SWEEP_PLOT), state, rows, chosen)
+    archive.write_text(REPORT_FILE, render_report(archive.id, loaded, state, summary, rows))
 
 
 def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:

@@ -25,6 +25,10 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_optimizer.archive.names import (
+    FAILURE_FILE,
+    METRICS_FILE,
+)
 from model_optimizer.measure import Measurement
 from model_optimizer.tune.space import TuneConfig
 
@@ -93,11 +97,11 @@ def objective_values(result: TrialResult, config: TuneConfig) -> list[float] | N
 
 def read_trial_result(measurement: Measurement, runs_base: Path) -> TrialResult:
     """A Measurement completed with the metrics and failure its run archives hold."""
-    metrics = [_read_json(runs_base / run_id / "metrics.json") for run_id in
+    metrics = [_read_json(runs_base / run_id / METRICS_FILE) for run_id in
                measurement.run_ids]
     failure = None
     if measurement.status == "failed" and measurement.run_ids:
-        failure = _read_json(runs_base / measurement.run_ids[-1] / "failure.json") or None
+        failure = _read_json(runs_base / measurement.run_ids[-1] / FAILURE_FILE) or None
     return TrialResult(measurement, [m for m in metrics if m], failure)
 
 

@@ -19,6 +19,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from model_optimizer.archive import RunArchive
+from model_optimizer.archive.names import (
+    HISTORY_PLOT,
+    IMPORTANCES_PLOT,
+    PARETO_PLOT,
+    REPORT_FILE,
+    STUDY_FILE,
+    SUMMARY_FILE,
+    TRIALS_CSV,
+)
 from model_optimizer.archive.report import fmt
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.tune.space import TuneConfig
@@ -138,7 +147,7 @@ def write_trials_csv(archive: RunArchive, config: TuneConfig,
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    archive.write_text("trials.csv", buffer.getvalue())
+    archive.write_text(TRIALS_CSV, buffer.getvalue())
     return rows
 
 
@@ -164,15 +173,15 @@ def write_outputs(archive: RunArchive, loaded, state, config: TuneConfig, study:
         "launches": sum(t.user_attrs.get("launches", 0) for t in trials),
         "trials_here": state.trials_here, "machine": state.machine,
     }
-    archive.write_json("summary.json", summary)
+    archive.write_json(SUMMARY_FILE, summary)
     from model_optimizer.tune.plots import plot_history, plot_importances, plot_pareto
 
-    plot_history(archive.file("history.png"), rows, config, best)
+    plot_history(archive.file(HISTORY_PLOT), rows, config, best)
     if found:
-        plot_importances(archive.file("importances.png"), found, config)
-    plot_pareto(archive.file("pareto.png"), rows, front, config, best,
+        plot_importances(archive.file(IMPORTANCES_PLOT), found, config)
+    plot_pareto(archive.file(PARETO_PLOT), rows, front, config, best,
                 loaded.resolved["slo"].get("ttft_p99_ms"))
-    archive.write_text("report.md", render_report(archive.id, loaded, config, summary, rows,
+    archive.write_text(REPORT_FILE, render_report(archive.id, loaded, config, summary, rows,
                                                   front, best))
 
 
@@ -180,7 +189,7 @@ def snapshot_study(archive: RunArchive, study: optuna.Study) -> str | None:
     """Copy a study kept elsewhere (PostgreSQL) into ``study.db``; None when it cannot."""
     from model_optimizer.tune.study import sqlite_url
 
-    target, tmp = archive.file("study.db"), archive.file("study.db.tmp")
+    target, tmp = archive.file(STUDY_FILE), archive.file("study.db.tmp")
     tmp.unlink(missing_ok=True)
     try:
         with warnings.catch_warnings():

@@ -7,9 +7,11 @@ import random
 from pathlib import Path
 
 from model_optimizer.archive import RunArchive, utc_now
+from model_optimizer.archive.entry import metric_fields, run_fields
 from model_optimizer.load.stats import summarize
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import effective_workload
+from model_optimizer.telemetry import hardware_label
 
 ROOT = Path(__file__).resolve().parents[3]
 HARDWARE = {"accelerator": "cpu", "gpus": [], "cpu_model": "Test CPU 9000"}
@@ -50,11 +52,13 @@ def make_run(runs: Path, recipe: Path, overrides: list[str] | None = None, *,
     archive = RunArchive.create(runs, loaded.name)
     archive.write_text("recipe.given.yaml", loaded.source_text)
     archive.write_yaml("recipe.resolved.yaml", loaded.resolved)
-    archive.write_json("run.json", {
+    run = {
         "id": archive.id, "created_at": utc_now(), "recipe_file": str(recipe),
         "recipe_name": loaded.name, "recipe_revision": loaded.resolved["revision"],
         "overrides": loaded.overrides, "argv": [], "env": {},
-        "versions": {"vllm": vllm}, "hardware": HARDWARE, "workload": workload})
+        "versions": {"vllm": vllm}, "hardware": HARDWARE, "workload": workload}
+    archive.write_json("run.json", run)
+    archive.write_entry(**run_fields(run, loaded.resolved, hardware_label(HARDWARE)))
     batch = min(workload["concurrency"],  # the server decodes at most max_num_seqs at once
                 loaded.resolved["engine"].get("max_num_seqs") or workload["concurrency"])
     records = synthetic_requests(count, batch, ttft_ms, tpot_ms, workload["output_tokens"],
@@ -65,6 +69,7 @@ def make_run(runs: Path, recipe: Path, overrides: list[str] | None = None, *,
     metrics = summarize(records, window, loaded.resolved["slo"],
                         output_tokens_expected=workload["output_tokens"])
     archive.write_json("metrics.json", metrics)
+    archive.write_entry(**metric_fields(metrics))
     archive.write_text("report.md", f"# Run {archive.id}\n\nqps {metrics['qps']:.2f}\n")
     if not seal:
         archive.close()

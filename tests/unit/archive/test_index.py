@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from model_optimizer.archive import RunArchive, index
+from model_optimizer.archive import RunArchive, entry, index
 
 from .fakes import make_run, tiny_recipe
 
@@ -39,9 +39,9 @@ def test_sealing_registers_the_run_with_its_figures(tmp_path, recipe):
 
 def test_config_hash_ignores_bookkeeping_only():
     base = {"name": "a", "revision": 1, "engine": {"max_num_seqs": 4}}
-    assert index.config_hash(base) == index.config_hash(
+    assert entry.config_hash(base) == entry.config_hash(
         {**base, "name": "b", "revision": 7, "validated": {"run_id": "x"}})
-    assert index.config_hash(base) != index.config_hash({**base, "engine": {"max_num_seqs": 8}})
+    assert entry.config_hash(base) != entry.config_hash({**base, "engine": {"max_num_seqs": 8}})
 
 
 def test_steps_are_indexed_under_their_sweep(tmp_path, recipe):

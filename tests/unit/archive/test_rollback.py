@@ -190,6 +190,7 @@ def test_reverify_runs_the_restored_revision_with_the_same_workload(tmp_path, re
 def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe,
                                                                 monkeypatch):
     from model_optimizer.archive import RunArchive
+    from model_optimizer.archive.entry import revision_fields
 
     runs = tmp_path / "runs"
     probe = make_run(tmp_path / "probe", recipe, ["engine.max_num_seqs=2"])
@@ -204,6 +205,7 @@ def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe
     tune.write_text("recipe.written.yaml", written)
     tune.write_json("state.json", {"output": str(recipe), "recipe_file": str(recipe),
                                    "started_at": "2026-01-01T00:00:00Z"})
+    tune.write_entry(**revision_fields(written))  # what a tune's session does when sealed
     tune.set_status("ok")
     tune.close()
     row = next(r for r in index.all_rows(runs) if r["id"] == tune.id)

@@ -1,0 +1,46 @@
+"""The layers of mopt, lowest first: the one definition of which package may import which.
+
+A module may import modules of its own package and of any package in a LOWER layer; never a
+package of a higher layer, nor another package of its own layer (siblings stay
+independent). ``tests/unit/test_layers.py`` parses every import (function-level ones too)
+and fails on a violation; ``docs/design.md`` section 5 explains the order.
+
+Names are the first component under ``model_optimizer`` (a package or a top-level module);
+``""`` is ``model_optimizer/__init__.py`` itself. A new top-level package or module must be
+placed here, or the layer test fails.
+"""
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # foundations: error types, atomic files, secrets, signal handling; no mopt imports
+    ("", "errors", "fsutil", "layers", "secrets", "signals"),
+    # stages that know nothing of recipes: planner arithmetic and accelerator facts, the
+    # engine process, the load generator, telemetry probes, the tiny model builder
+    ("plan", "engine", "load", "telemetry", "models"),
+    # the recipe: load, validate (rules read the accelerator facts of plan), render, write
+    ("recipe",),
+    # run folders, manifests, the index (each archive kind writes its own index row)
+    ("archive",),
+    # cleaning up what a killed mopt left behind (archives, server groups)
+    ("reaper",),
+    # one measured, archived run of one recipe
+    ("runner",),
+    # one configuration for a search: planner check, repeats, figures
+    ("measure",),
+    # runs, diff, rollback, drift: reading archives
+    ("history",),
+    # the search core: a search run's archive, state, clock, budget, sealing; knob helpers
+    ("search",),
+    # the strategies
+    ("sweep", "tune"),
+    # the command line
+    ("cli",),
+    ("__main__",),
+)
+
+
+def layer_of(name: str) -> int | None:
+    """The layer number (0 lowest) of the top-level package or module ``name``."""
+    for number, names in enumerate(LAYERS):
+        if name in names:
+            return number
+    return None
