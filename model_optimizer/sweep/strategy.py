@@ -48,278 +48,31 @@ try when the sustained confirmation run rejects the chosen value.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
-from model_optimizer.errors import UsageError
-from model_optimizer.search.knobs import FLOAT_DECIMALS, FLOAT_KNOBS
-
-PHASE_GROW = "grow"
-PHASE_BISECT = "bisect"
-PHASE_CATEGORICAL = "categorical"
-PHASES = (PHASE_GROW, PHASE_BISECT, PHASE_CATEGORICAL)
-
-STATUS_OK = "ok"
-STATUS_FAILED = "failed"
-STATUS_SKIPPED = "skipped"
-STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_SKIPPED)
-
-#: failure classes meaning "does not fit in memory" (engine.classify.MEMORY_CLASSES + planner)
-MEMORY_FAILURE_KINDS = frozenset({"oom", "kv_cache_too_small", "planner"})
-
-STOP_RULES = (
-    "plateau", "regression", "memory", "failure", "slo", "preemption", "max", "budget",
-    "exhausted",
+from model_optimizer.sweep.model import (  # noqa: F401 - the strategy's vocabulary, re-exported
+    FLOAT_KNOBS,
+    LOOP_KEYS,
+    MEMORY_FAILURE_KINDS,
+    PHASE_BISECT,
+    PHASE_CATEGORICAL,
+    PHASE_GROW,
+    PHASES,
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    STATUSES,
+    STOP_RULES,
+    Decision,
+    Point,
+    SweepConfig,
+    SweepConfigError,
+    grow_after,
+    grow_sequence,
+    round_value,
 )
-
-#: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
-LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s"})
-
-
-class SweepConfigError(UsageError, ValueError):
-    """A sweep config the strategy cannot search (no start, start above max, growth <= 1...).
-
-    A ValueError for library callers; a UsageError so the CLI prints it without a traceback.
-    """
-
-
-@dataclass
-class SweepConfig:
-    """How one knob is searched: the recipe's ``sweep`` section plus the knob's value grid."""
-
-    param: str
-    start: float | None
-    growth: float = 2.0
-    step: float | None = None
-    max: float | None = None
-    values: list | None = None
-    plateau_threshold: float = 0.05
-    resolution: float = 1.0
-    integer: bool = True
-    multiple_of: int | None = None
-    max_launches: int | None = None
-
-    def __post_init__(self) -> None:
-        problems = _config_problems(self)
-        if problems:
-            raise SweepConfigError(f"sweep of {self.param}: " + "; ".join(problems))
-
-    @property
-    def categorical(self) -> bool:
-        """True when the knob is searched over explicit ``values``."""
-        return self.values is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form (the inverse of :meth:`from_dict`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepConfig:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
-        _reject_unknown_keys(cls, data)
-        return cls(**data)
-
-    @classmethod
-    def from_recipe(
-        cls, sweep: dict[str, Any], *, integer: bool | None = None,
-        multiple_of: int | None = None,
-    ) -> SweepConfig:
-        """Build from a resolved recipe ``sweep`` section, dropping the loop's own keys.
-
-        ``integer`` defaults to False for the knobs in :data:`FLOAT_KNOBS`, True otherwise.
-        """
-        data = {key: value for key, value in sweep.items() if key not in LOOP_KEYS}
-        data.setdefault("param", "max_num_seqs")
-        data.setdefault("start", None)
-        if integer is None:
-            integer = data["param"] not in FLOAT_KNOBS
-        return cls.from_dict({**data, "integer": integer, "multiple_of": multiple_of})
-
-
-def _config_problems(config: SweepConfig) -> list[str]:
-    """Everything wrong with a config, as short phrases (empty when valid)."""
-    if config.values is not None:
-        return [] if config.values else ["values must not be empty"]
-    problems = []
-    if config.start is None or config.start <= 0:
-        problems.append("a numeric sweep needs start > 0")
-    if config.step is None and config.growth <= 1:
-        problems.append("growth must be > 1 (or set step)")
-    if config.step is not None and config.step <= 0:
-        problems.append("step must be > 0")
-    if config.multiple_of is not None and config.multiple_of < 1:
-        problems.append("multiple_of must be >= 1")
-    if config.resolution <= 0:
-        problems.append("resolution must be > 0")
-    if not 0 <= config.plateau_threshold <= 1:
-        problems.append("plateau_threshold must be within [0, 1]")
-    if config.max_launches is not None and config.max_launches < 1:
-        problems.append("max_launches must be >= 1")
-    if not problems and config.max is not None \
-            and _cap(config) < _round_value(config, config.start):
-        problems.append(f"start {config.start} is above max {config.max} (after rounding)")
-    return problems
-
-
-@dataclass
-class Point:
-    """One tried value, after all its repeats."""
-
-    value: float | str | bool
-    phase: str
-    status: str
-    metric_samples: list[float]
-    slo_met: bool | None = None
-    preemptions: float = 0
-    failure_kind: str | None = None
-    launches: int = 0
-    run_ids: list[str] = field(default_factory=list)
-
-    @property
-    def metric(self) -> float | None:
-        """Median of the samples (the objective compared between points), None if none."""
-        return statistics.median(self.metric_samples) if self.metric_samples else None
-
-    @property
-    def spread(self) -> tuple[float, float] | None:
-        """(min, max) of the samples, None if none."""
-        if not self.metric_samples:
-            return None
-        return min(self.metric_samples), max(self.metric_samples)
-
-    @property
-    def relative_spread(self) -> float:
-        """(max - min) / median: 0 for one sample, infinite when the median is 0 but not the max."""
-        if not self.metric_samples:
-            return 0.0
-        low, high = self.spread
-        if high == low:
-            return 0.0
-        return (high - low) / self.metric if self.metric > 0 else math.inf
-
-    @property
-    def acceptable(self) -> bool:
-        """Measured fine: status ok, a metric, no SLO miss, no preemption."""
-        return (
-            self.status == STATUS_OK and self.metric is not None
-            and self.slo_met is not False and self.preemptions == 0
-        )
-
-    @property
-    def unfit(self) -> bool:
-        """The server failed to run this value or the planner said it cannot fit."""
-        return self.status in (STATUS_FAILED, STATUS_SKIPPED)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form (the inverse of :meth:`from_dict`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Point:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
-        _reject_unknown_keys(cls, data)
-        data = dict(data)
-        data["metric_samples"] = [float(sample) for sample in data.get("metric_samples", [])]
-        data["run_ids"] = list(data.get("run_ids", []))
-        return cls(**data)
-
-
-@dataclass
-class Decision:
-    """What to measure next; ``value`` None means the search is finished.
-
-    ``stop_rule`` is set on the final decision only: the rule that stopped growth (or
-    ``budget`` / ``exhausted``). :func:`growth_stop` gives it at any time.
-    """
-
-    value: float | str | bool | None
-    phase: str | None
-    reason: str
-    stop_rule: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        """True when there is nothing left to measure."""
-        return self.value is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form (the inverse of :meth:`from_dict`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Decision:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
-        _reject_unknown_keys(cls, data)
-        return cls(**data)
-
-
-def _reject_unknown_keys(cls: type, data: dict[str, Any]) -> None:
-    unknown = sorted(set(data) - {item.name for item in fields(cls)})
-    if unknown:
-        raise SweepConfigError(f"{cls.__name__}: unknown keys {unknown}")
-
-
-# --- value grid ---------------------------------------------------------------------------
-
-
-def _round_value(config: SweepConfig, raw: float) -> float:
-    """Round a raw candidate to the knob's grid (multiple_of, integer or float decimals)."""
-    if config.multiple_of is not None:
-        step = config.multiple_of
-        return step * max(1, math.floor(raw / step + 0.5))
-    if config.integer:
-        return max(1, math.floor(raw + 0.5))
-    return round(raw, FLOAT_DECIMALS)
-
-
-def _cap(config: SweepConfig) -> float | None:
-    """``max`` rounded down onto the grid (the largest value growth may try), None if unset."""
-    if config.max is None:
-        return None
-    if config.multiple_of is not None:
-        return config.multiple_of * math.floor(config.max / config.multiple_of)
-    if config.integer:
-        return math.floor(config.max)
-    return round(config.max, FLOAT_DECIMALS)
-
-
-def _grid_quantum(config: SweepConfig) -> float:
-    """The smallest increase between two grid values."""
-    if config.multiple_of is not None:
-        return config.multiple_of
-    return 1 if config.integer else 10.0 ** -FLOAT_DECIMALS
-
-
-def _grow_after(config: SweepConfig, value: float) -> float | None:
-    """The growth value after ``value``: next step, bumped if rounding stalls, capped at max."""
-    raw = value + config.step if config.step is not None else value * config.growth
-    candidate = _round_value(config, raw)
-    if candidate <= value:
-        candidate = _round_value(config, value + _grid_quantum(config))
-    cap = _cap(config)
-    if cap is not None and candidate > cap:
-        return cap if cap > value else None
-    return candidate
-
-
-def grow_sequence(config: SweepConfig, *, limit: int = 64) -> list[float]:
-    """The full growth schedule from ``start`` up to ``max`` (at most ``limit`` values).
-
-    Categorical configs return their ``values``. Without ``max`` the schedule is unbounded,
-    so only its first ``limit`` values are returned.
-    """
-    if config.categorical:
-        return list(config.values)
-    sequence = [_round_value(config, config.start)]
-    while len(sequence) < limit:
-        following = _grow_after(config, sequence[-1])
-        if following is None:
-            break
-        sequence.append(following)
-    return sequence
-
 
 # --- formatting ---------------------------------------------------------------------------
 
@@ -450,10 +203,10 @@ def _evaluate_growth(config: SweepConfig, grow_points: Sequence[Point]) -> _Grow
 def _next_growth(config: SweepConfig, grow_points: Sequence[Point], reason: str) -> _Growth:
     """No stop so far: propose the next growth value, or stop at the cap."""
     if not grow_points:
-        start = _round_value(config, config.start)
+        start = round_value(config, config.start)
         return _Growth(None, f"start the growth at {config.param}={_fmt_value(start)}", start)
     last = grow_points[-1].value
-    following = _grow_after(config, last)
+    following = grow_after(config, last)
     if following is None:
         return _Growth("max", f"growth stopped (max): {reason}; {_fmt_value(last)} is the "
                               f"largest value allowed (max {_fmt_value(config.max)})")
@@ -502,7 +255,7 @@ def _midpoint(config: SweepConfig, low: float, high: float,
     """
     if high - low <= config.resolution + 1e-12:
         return None
-    middle = _round_value(config, (low + high) / 2)
+    middle = round_value(config, (low + high) / 2)
     ceiling = _lowest_unfit(points)
     if not low < middle < high or middle in points:
         return None
