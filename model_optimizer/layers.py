@@ -20,8 +20,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("recipe",),
     # run folders, manifests, the index (each archive kind writes its own index row)
     ("archive",),
-    # cleaning up what a killed mopt left behind (archives, server groups)
-    ("reaper",),
+    # tools on recipes and archives, independent of each other: checks before a launch
+    # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard)
+    ("preflight", "reaper", "onboard"),
     # one measured, archived run of one recipe
     ("runner",),
     # one configuration for a search: planner check, repeats, figures

@@ -52,8 +52,8 @@ def imports_of(source: str, module: str, package: bool = False) -> list[tuple[in
                 base = ".".join(anchor + ([base] if base else []))
             found += [(node.lineno, f"{base}.{alias.name}" if _is_submodule(base, alias.name)
                        else base) for alias in node.names]
-    return [(line, name) for line, name in found
-            if name == "model_optimizer" or name.startswith("model_optimizer.")]
+    return sorted({(line, name) for line, name in found
+                   if name == "model_optimizer" or name.startswith("model_optimizer.")})
 
 
 def _is_submodule(base: str, name: str) -> bool:
