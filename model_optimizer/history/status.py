@@ -62,11 +62,11 @@ def _recent(rows: list[dict], count: int = RECENT) -> list[dict]:
 
 
 def _machine() -> dict:
-    from model_optimizer.telemetry import hardware_seen
+    from model_optimizer.telemetry import this_hardware
 
     versions = collect_versions()
     return {"vllm": versions.get("vllm"), "vllm_distribution": versions.get("vllm_distribution"),
-            "hardware": index.hardware_label_of(hardware_seen())}
+            "hardware": this_hardware()}
 
 
 def _recipe_facts(current: CurrentRecipe, cwd: Path, status: Status, probe) -> object:
