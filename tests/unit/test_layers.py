@@ -12,11 +12,9 @@ from model_optimizer.layers import LAYERS, layer_of
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "model_optimizer"
 
-#: imports known to run the wrong way, each with who removes it; nothing else is allowed
-KNOWN_EXCEPTIONS = {
-    # secrets get a home of their own below the recipe (issue 9, the hardening work)
-    ("model_optimizer.recipe.rules", "model_optimizer.archive.redact"),
-}
+#: (module, imported module) pairs allowed to run the wrong way, each with the reason and
+#: who removes it; none today
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 def module_name(path: Path) -> str:
@@ -135,3 +133,18 @@ def test_the_design_document_shows_the_same_order():
     rows = [min(p for layer, p in positions if layer == n) for n in sorted(
         {layer for layer, _ in positions})]
     assert rows == sorted(rows), "docs/design.md lists the layers in another order"
+
+
+def test_no_module_imports_another_module_s_private_names():
+    """Shared helpers live in a public module (the CLI's in ``cli.common``), not behind an
+    underscore in a sibling."""
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "model_optimizer") and node.module != module:
+                problems += [f"{module}:{node.lineno} imports {node.module}.{alias.name}"
+                             for alias in node.names if alias.name.startswith("_")
+                             and not alias.name.startswith("__")]
+    assert not problems, "\n".join(problems)
