@@ -23,16 +23,22 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # tools on recipes and archives, independent of each other: checks before a launch
     # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard)
     ("preflight", "reaper", "onboard"),
+    # making a quantized checkpoint (llm-compressor in its own venv), its pins
+    ("quantize",),
     # one measured, archived run of one recipe
     ("runner",),
     # one configuration for a search: planner check, repeats, figures
     ("measure",),
     # runs, diff, rollback, drift: reading archives
     ("history",),
+    # output quality: lm-eval and fidelity checks against a baseline (serves the model)
+    ("quality",),
     # the search core: a search run's archive, state, clock, budget, sealing; knob helpers
     ("search",),
     # the strategies
     ("sweep", "tune"),
+    # pipelines built of strategies: quantize candidates, then a sweep on the survivor
+    ("optimize",),
     # the command line
     ("cli",),
     ("__main__",),

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
+from model_optimizer.archive.entry import revision_fields
+from model_optimizer.archive.names import GIVEN_RECIPE, STEPS_DIR, WRITTEN_RECIPE
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from model_optimizer.measure import measure_configuration, variant
 from model_optimizer.optimize import gate as quality_gate
@@ -27,7 +29,7 @@ from model_optimizer.plan import load_model_config
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
 
-STEPS = "steps"
+STEPS = STEPS_DIR
 Event = Callable[[str, dict], None]
 
 
@@ -113,6 +115,9 @@ class Pipeline:
             outcome.rows = write_outputs(self.archive, self.state, self.objective)
             outcome.reason = "\n".join(filter(None, [outcome.reason,
                                                       markdown_table(outcome.rows)]))
+            written = self.archive.file(WRITTEN_RECIPE)
+            if written.is_file():  # its row of the run index: the revision it wrote
+                self.archive.write_entry(**revision_fields(written.read_text()))
             self.archive.set_status(outcome.status, finished_at=utc_now(),
                                     survivor=outcome.survivor)
             self.archive.close()
@@ -246,7 +251,7 @@ class Pipeline:
 
     def _write(self, survivor: str) -> Path | None:
         from model_optimizer.optimize.report import final_changes
-        from model_optimizer.search import write_validated_revision
+        from model_optimizer.search.revision import write_validated_revision
 
         swept = self.state.stages.get("sweep")
         if swept and swept.get("status") != "ok":
@@ -277,7 +282,10 @@ def start_optimize(loaded: LoadedRecipe, runs_base: str | Path, *, output: Path 
     state = OptimizeState(str(loaded.path), list(loaded.overrides), str(output or loaded.path),
                           force)
     archive = RunArchive.create(runs_base, f"{loaded.name}-optimize", kind="optimize")
-    archive.write_text("recipe.given.yaml", loaded.source_text)
+    archive.write_text(GIVEN_RECIPE, loaded.source_text)
+    archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
+                        recipe_revision=loaded.resolved.get("revision", 1),
+                        recipe_file=state.output or state.recipe_file)
     (on_event or (lambda *_: None))("archive", {"run_id": archive.id, "path": str(archive.path)})
     return Pipeline(loaded, archive, state, on_event).run()
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from model_optimizer.archive.entry import run_fields
+from model_optimizer.archive.names import RUN_FILE
 from model_optimizer.archive.run import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
 from model_optimizer.errors import MoptError, UsageError
 from model_optimizer.models.pins import checkpoint_hash
@@ -184,13 +186,12 @@ def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = Fals
     calibration = calibration_texts(settings["calibration"], base)
     archive = RunArchive.create(runs_root, resolved["name"], kind="quantize")
     started = time.monotonic()
-    archive.write_json("run.json", {"id": archive.id, "created_at": utc_now(),
-                                    "recipe_name": resolved["name"],
-                                    "recipe_revision": resolved["revision"],
-                                    "recipe_file": str(loaded.path), "scheme": chosen.name,
-                                    "source": str(source), "output": str(output),
-                                    "calibration": calibration.source,
-                                    "quant_python": str(python)})
+    run = {"id": archive.id, "created_at": utc_now(), "recipe_name": resolved["name"],
+           "recipe_revision": resolved["revision"], "recipe_file": str(loaded.path),
+           "scheme": chosen.name, "source": str(source), "output": str(output),
+           "calibration": calibration.source, "quant_python": str(python)}
+    archive.write_json(RUN_FILE, run)
+    archive.write_entry(**run_fields(run, None, None))  # its row of the run index
     archive.write_text("recipe.given.yaml", loaded.source_text)
     archive.write_json("calibration.json", calibration.texts)
     partial = output.parent / f".{output.name}.partial-{archive.id}"
