@@ -14,10 +14,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: error types, atomic files, secrets, signal handling; no mopt imports
     ("", "errors", "fsutil", "layers", "secrets", "signals"),
     # stages that know nothing of recipes: planner arithmetic and accelerator facts, the
-    # engine process, the load generator, telemetry probes, the tiny model builder
-    ("plan", "engine", "load", "telemetry", "models"),
+    # load generator, telemetry probes, the tiny model builder and checkpoint pins
+    ("plan", "load", "telemetry", "models"),
     # the recipe: load, validate (rules read the accelerator facts of plan), render, write
     ("recipe",),
+    # the server process: supervisor, failure classes, and the factory that renders a
+    # recipe into a vLLM (or mock) command
+    ("engine",),
     # run folders, manifests, the index (each archive kind writes its own index row)
     ("archive",),
     # tools on recipes and archives, independent of each other: checks before a launch
