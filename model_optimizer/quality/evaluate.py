@@ -18,6 +18,8 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, failed_status
 from model_optimizer.archive import utc_now as _utc_now
+from model_optimizer.archive.entry import run_fields
+from model_optimizer.archive.names import RUN_FILE
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, free_port
 from model_optimizer.errors import UsageError
@@ -41,7 +43,7 @@ from model_optimizer.secrets import (
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
-from model_optimizer.telemetry import hardware_seen
+from model_optimizer.telemetry import hardware_label, hardware_seen
 
 EventCallback = Callable[[str, dict], None]
 
@@ -83,14 +85,17 @@ def _write_start(archive: RunArchive, loaded: LoadedRecipe | None, config: Quali
         archive.write_text("recipe.given.yaml", loaded.source_text)
         archive.write_yaml("recipe.resolved.yaml", loaded.resolved,
                            header=f"# {loaded.name} as evaluated by mopt, defaults filled in\n")
-    archive.write_json("run.json", {
+    run = {
         "id": archive.id, "kind": "eval", "created_at": _utc_now(),
         "recipe_file": str(loaded.path or "") if loaded else "",
         "recipe_name": loaded.name if loaded else None,
         "recipe_revision": loaded.resolved["revision"] if loaded else None,
         "overrides": [redact_override(o) for o in loaded.overrides] if loaded else [],
         "quality": config.to_dict(),
-        "versions": collect_versions(), "hardware": hardware_seen(), **extra})
+        "versions": collect_versions(), "hardware": hardware_seen(), **extra}
+    archive.write_json(RUN_FILE, run)
+    archive.write_entry(**run_fields(run, loaded.resolved if loaded else None,
+                                     hardware_label(run["hardware"])))
 
 
 @contextlib.contextmanager
