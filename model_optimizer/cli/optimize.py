@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +26,12 @@ class OptimizeProgress(SearchProgress):
     """Search progress plus the pipeline's stages."""
 
     noun = "optimize"
+
+    def handlers(self) -> dict[str, Callable[[dict], None]]:
+        """The pipeline's phases: each stage, skipped or done, and the quantizer's steps."""
+        return {"stage": self._on_stage, "stage_skipped": self._on_stage_skipped,
+                "stage_done": self._on_stage_done, "start": self._on_start,
+                "quantize_stage": self._on_quantize_stage}
 
     def _on_stage(self, data: dict) -> None:
         self._log(f"stage {data['stage']}")

@@ -72,10 +72,11 @@ class RunProgress:
 
 
 class SearchProgress(RunProgress):
-    """Progress of a search (sweep, tune): its archive once, then ``_on_<phase>`` handlers.
+    """Progress of a search (sweep, tune): its archive once, then its own phases' handlers.
 
     The first ``archive`` event names the search's own folder; the nested run archives that
-    follow are not announced. Phases without a handler fall back to the run display.
+    follow are not announced. A subclass lists its phases in ``handlers()``; other phases
+    (the runs' own) fall back to the run display.
     """
 
     noun = "search"
@@ -87,11 +88,15 @@ class SearchProgress(RunProgress):
                 self.search_path = data["path"]
                 self._announce(data)
             return
-        handler = getattr(self, f"_on_{phase}", None)
+        handler = self.handlers().get(phase)
         if handler is not None:
             handler(data)
         else:
             super().__call__(phase, data)
+
+    def handlers(self) -> dict[str, Callable[[dict], None]]:
+        """The search's own phases and what each shows (none here)."""
+        return {}
 
     def _announce(self, data: dict) -> None:
         resumed = data.get("resumed")

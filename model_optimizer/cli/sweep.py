@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,12 @@ class SweepProgress(SearchProgress):
     """Search progress plus the sweep's own events: which step, which value, and why."""
 
     noun = "sweep"
+
+    def handlers(self) -> dict[str, Callable[[dict], None]]:
+        """The sweep's phases: each step, its result, planner skips, the confirmation."""
+        return {"step": self._on_step, "step_done": self._on_step_done,
+                "skipped": self._on_skipped, "confirm": self._on_confirm,
+                "confirmed": self._on_confirmed}
 
     def _on_step(self, data: dict) -> None:
         self._log(f"step {data['index']}: {data['value']} ({data['reason']})")

@@ -3,6 +3,7 @@ machine, or several workers on one study in PostgreSQL; write the best feasible 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -35,6 +36,11 @@ class TuneProgress(SearchProgress):
     """Search progress plus the tune's own events: which trial, which configuration, verdict."""
 
     noun = "tune"
+
+    def handlers(self) -> dict[str, Callable[[dict], None]]:
+        """The tune's phases: seeds enqueued, each trial and its verdict, the end."""
+        return {"seeded": self._on_seeded, "trial": self._on_trial,
+                "trial_done": self._on_trial_done, "finished": self._on_finished}
 
     def _announce(self, data: dict) -> None:
         super()._announce(data)

@@ -6,15 +6,19 @@ the revision written, the archive sealed and indexed, no process left behind.
 from __future__ import annotations
 
 import csv
+import io
 import json
 
 import psutil
 import pytest
 import yaml
+from rich.console import Console
 
 import model_optimizer.runner as runner
+from model_optimizer.cli.sweep import SweepProgress
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.sweep.loop import start_sweep
+from tests.unit.cli.test_progress_handlers import RUN_PHASES
 from tests.unit.mock_engine import mock_recipe
 
 SWEEP = """\
@@ -60,7 +64,9 @@ def test_a_sweep_finds_the_capacity_knee_and_writes_the_revision(tmp_path, tiny_
     run = json.loads((steps[0] / "run.json").read_text())
     assert run["argv"][2] == "model_optimizer.load.mock_server"
     assert (archive / "manifest.json").is_file() and (archive / "report.md").is_file()
-    assert "step" in events or "step_done" in events
+    assert {"step", "step_done"} <= set(events)
+    shown = set(SweepProgress(Console(file=io.StringIO())).handlers()) | RUN_PHASES
+    assert set(events) <= shown, set(events) - shown  # every phase has a display
     after = {p.pid for p in psutil.Process().children(recursive=True)
              if p.status() != psutil.STATUS_ZOMBIE}
     assert after <= before  # every mock engine stopped

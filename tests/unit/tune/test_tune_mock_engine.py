@@ -6,14 +6,18 @@ next revision, trials archived, the archive sealed, no process left behind.
 from __future__ import annotations
 
 import csv
+import io
 
 import psutil
 import pytest
 import yaml
+from rich.console import Console
 
 import model_optimizer.runner as runner
+from model_optimizer.cli.tune import TuneProgress
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.tune.loop import start_tune
+from tests.unit.cli.test_progress_handlers import RUN_PHASES
 from tests.unit.mock_engine import mock_recipe
 
 TUNE = """\
@@ -37,7 +41,9 @@ def test_a_tune_measures_every_trial_and_writes_the_best(tmp_path, tiny_model_di
                                                          mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, TUNE)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
+    events = []
+    outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml",
+                         on_event=lambda phase, data: events.append(phase))
     assert outcome.written == tmp_path / "tuned.yaml", outcome.reason
     written = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
     assert written["engine"]["max_num_seqs"] == 4  # 4 in flight beat 1 by far
@@ -51,3 +57,6 @@ def test_a_tune_measures_every_trial_and_writes_the_best(tmp_path, tiny_model_di
     after = {p.pid for p in psutil.Process().children(recursive=True)
              if p.status() != psutil.STATUS_ZOMBIE}
     assert after <= before
+    assert {"trial", "trial_done"} <= set(events)
+    shown = set(TuneProgress(Console(file=io.StringIO())).handlers()) | RUN_PHASES
+    assert set(events) <= shown, set(events) - shown  # every phase has a display
