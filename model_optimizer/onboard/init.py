@@ -27,10 +27,11 @@ from typing import Any
 from model_optimizer.errors import UsageError
 from model_optimizer.onboard.detect import SeenHardware
 from model_optimizer.plan import estimate, load_model_config
+from model_optimizer.plan.accelerators import CPU_BLOCK_MULTIPLE
 from model_optimizer.recipe import CURRENT_VERSION, load_recipe_text
 from model_optimizer.recipe.schema import schemas_dir
 
-CPU_BLOCK_SIZE = 32
+CPU_BLOCK_SIZE = CPU_BLOCK_MULTIPLE  # the smallest block size the CPU engine takes
 LEN_STEP = 256
 _QUANT_METHODS = {"compressed-tensors": "compressed-tensors", "gptq": "gptq", "awq": "awq",
                   "fp8": "fp8", "modelopt": "modelopt", "mxfp4": "mxfp4"}
