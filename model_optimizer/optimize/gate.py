@@ -10,7 +10,7 @@ candidate row, and the candidate is judged on speed alone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from model_optimizer.recipe import LoadedRecipe
@@ -62,9 +62,8 @@ def gate_configured(loaded: LoadedRecipe) -> str | None:
 def evaluate_baseline(loaded: LoadedRecipe, runs_base: Path, on_event: Event | None = None):
     """The baseline's eval result (launched and archived under ``runs_base``)."""
     quality = _quality()
-    config = quality.quality_of(loaded)
-    outcome = quality.evaluate(loaded, config=config, baseline=None, runs_base=runs_base,
-                               on_event=on_event)
+    config = replace(quality.quality_of(loaded), baseline=None)  # the reference itself
+    outcome = quality.evaluate(loaded, config=config, runs_base=runs_base, on_event=on_event)
     return outcome.result
 
 
