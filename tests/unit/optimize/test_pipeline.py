@@ -136,3 +136,55 @@ def test_a_bad_candidate_is_refused_before_anything_runs(project, monkeypatch):
     with pytest.raises(Exception, match="optimize.candidates x"):
         start_optimize(bad, project / "runs")
     assert calls == [] and not (project / "runs").exists()
+
+
+class FakeQuality:
+    """Stands in for model_optimizer.quality: the baseline eval, then a verdict per candidate."""
+
+    def __init__(self, passes: bool):
+        self.passes, self.gated = passes, []
+
+    def quality_of(self, loaded):
+        from dataclasses import make_dataclass
+
+        config = make_dataclass("Config", [("enabled", bool), ("baseline", object)])
+        return config(True, "elsewhere.yaml")
+
+    def evaluate(self, loaded, *, config, runs_base, on_event=None):
+        from types import SimpleNamespace
+
+        assert config.baseline is None  # the reference is not compared with anything
+        result = SimpleNamespace(ok=True, run_id="eval-baseline",
+                                 figures=lambda: {"accuracy": 0.5})
+        return SimpleNamespace(result=result)
+
+    def gate(self, candidate, baseline, *, config, runs_base, on_event=None):
+        from types import SimpleNamespace
+
+        self.gated.append((candidate.resolved["model"]["quantization"], baseline.run_id))
+        return SimpleNamespace(passed=self.passes, figures={"top1_agreement": 0.4},
+                               reasons=[] if self.passes else ["top-1 agreement 0.4 < 0.9"],
+                               candidate_run="eval-candidate")
+
+
+@pytest.mark.parametrize("passes", [True, False])
+def test_candidates_are_gated_against_the_baseline_eval(project, monkeypatch, passes):
+    import model_optimizer.optimize.gate as gate_module
+
+    fake = FakeQuality(passes)
+    monkeypatch.setattr(gate_module, "_quality", lambda: fake)
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted([]))
+    recipe = load_recipe(project / "r.yaml", ['optimize.candidates=[{"name": "w4a16", '
+                                              '"quantize": {"scheme": "w4a16"}}]',
+                                              "quality.eval_set=set.jsonl"])
+    outcome = start_optimize(recipe, project / "runs")
+    assert fake.gated == [("compressed-tensors", "eval-baseline")]
+    rows = {row["stage"]: row for row in outcome.rows}
+    assert rows["baseline"]["quality"] == "reference (accuracy 0.500)"
+    if passes:
+        assert outcome.survivor == "w4a16"
+        assert rows["w4a16"]["quality"] == "passed (top1_agreement 0.400)"
+    else:  # a failing candidate never survives, whatever its speed
+        assert outcome.survivor == "baseline"
+        assert rows["w4a16"]["status"] == "gated: top-1 agreement 0.4 < 0.9"
+        assert rows["w4a16"]["quality"].startswith("FAILED: top-1 agreement")
