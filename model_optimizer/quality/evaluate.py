@@ -60,6 +60,19 @@ class Endpoint:
     model: str
     tokenizer_dir: str
     ready_after_s: float | None = None
+    engine: EngineProcess | None = None   # when mopt launched it
+
+    def died(self):
+        """The classified failure of a launched server that died, else None."""
+        return self.engine.runtime_failure() if self.engine is not None else None
+
+    def log_errors(self, count: int = 4) -> str:
+        """The last error lines of a launched server's log, as a suffix for a message."""
+        if self.engine is None:
+            return ""
+        lines = [line.strip() for line in self.engine.log_text().splitlines()
+                 if "Error" in line or "error" in line]
+        return ("; server log: " + " | ".join(lines[-count:])) if lines else ""
 
 
 @dataclass
@@ -124,7 +137,7 @@ def serve(loaded: LoadedRecipe, archive: RunArchive, emit: EventCallback
         ready = engine.wait_ready(on_tick=lambda s: emit("waiting", {"elapsed_s": s}))
         emit("ready", {"ready_after_s": ready})
         yield Endpoint(base_url, recipe["model"]["served_name"],
-                       recipe["model"].get("tokenizer") or location, ready)
+                       recipe["model"].get("tokenizer") or location, ready, engine)
     finally:
         with interrupts_deferred():
             emit("stopping", {})
@@ -175,9 +188,15 @@ def evaluate_endpoint(endpoint: Endpoint, config: QualityConfig, result: EvalRes
         _generate_all(endpoint, config, result, archive, emit)
         result.timings_s["generate"] = time.monotonic() - started
         failed = [g for repeat in result.generations for g in repeat if not g.ok]
+        died = endpoint.died() if failed else None
+        if died is not None:
+            archive.write_json("failure.json", died.to_dict())
+            raise EvalRequestsFailed(f"the server died during the eval ({died.kind}): "
+                                     f"{died.hint}; " + " | ".join(died.evidence[:4]))
         if failed:
             raise EvalRequestsFailed(f"{len(failed)} of {len(result.items) * config.repeats} "
-                                     f"requests failed; first: {failed[0].error}")
+                                     f"requests failed; first: {failed[0].error}"
+                                     + endpoint.log_errors())
         started = time.monotonic()
         _score(endpoint, config, result, reference, archive, emit)
         result.timings_s["score"] = time.monotonic() - started
