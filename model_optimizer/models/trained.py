@@ -4,8 +4,8 @@ to lose.
 Random weights give near-uniform next-token distributions, so fidelity figures (top-1
 agreement, KL divergence) mean little on them and no task has a real accuracy. This builder
 trains a smaller Llama of the same family (:data:`TRAINED_SPEC`: 2 layers, hidden size 128,
-head size 64, about 0.5 M parameters) for a fixed number of steps (about one to two minutes
-on two idle CPU cores, in one thread) on four tiny grammars written in words:
+head size 64, about 0.5 M parameters) for a fixed number of steps in one thread (6.3 minutes
+measured on two busy shared cores; benchmarks/README.md) on four tiny grammars written in words:
 
 - counting: ``count from three : three four five six seven .``
 - copying: ``copy red cat blue : red cat blue .``
@@ -40,14 +40,14 @@ COUNT_LENGTH = 5
 
 
 #: The trained model's shape: smaller than the speed-test model so that training stays within
-#: a minute or two on two cores (about 0.5 M parameters; head size 64 like the other).
+#: short on two cores (about 0.5 M parameters; head size 64 like the other).
 TRAINED_SPEC = TinyModelSpec(hidden_size=128, intermediate_size=384, num_hidden_layers=2,
                              num_attention_heads=2, num_key_value_heads=1)
 
 
 @dataclass(frozen=True)
 class TrainingSpec:
-    """How the tiny model is trained (the defaults take about 1-2 minutes on 2 cores)."""
+    """How the tiny model is trained (a fixed step count: the same weights on every machine)."""
 
     steps: int = 800
     batch_size: int = 32
