@@ -18,7 +18,7 @@ def tiny_model(
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the model to.")] = DEFAULT_DIR,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if present.")] = False,
     trained: Annotated[bool, typer.Option(
-        "--trained", help="Train it (a fixed number of steps, 6 minutes measured on 2 busy cores) "
+        "--trained", help="Train it (a fixed number of steps, 9 minutes measured on 2 busy cores) "
                           "on a synthetic corpus of counting, copying and arithmetic in words, "
                           "so quality figures mean something (recipes/tiny-trained-cpu.yaml "
                           "serves it from models/tiny-llama-trained).")] = False,
