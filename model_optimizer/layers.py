@@ -11,8 +11,9 @@ placed here, or the layer test fails.
 """
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundations: error types, atomic files, secrets, signal handling; no mopt imports
-    ("", "errors", "fsutil", "layers", "secrets", "signals"),
+    # foundations: error types, atomic files, secrets, signal handling, request-class mixes
+    # and length distributions; no mopt imports
+    ("", "errors", "fsutil", "layers", "secrets", "signals", "mix"),
     # stages that know nothing of recipes: planner arithmetic and accelerator facts, the
     # load generator, telemetry probes, the tiny model builder and checkpoint pins
     ("plan", "load", "telemetry", "models"),
@@ -30,8 +31,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("quantize",),
     # one measured, archived run of one recipe
     ("runner",),
-    # one configuration for a search: planner check, repeats, figures
-    ("measure",),
+    # one configuration for a search: planner check, repeats, figures; the capacity search
+    # (windows at offered rates on one live server)
+    ("measure", "capacity"),
     # runs, diff, rollback, drift: reading archives
     ("history",),
     # output quality: lm-eval and fidelity checks against a baseline (serves the model)

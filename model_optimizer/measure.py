@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
+from model_optimizer.load.classes import figure
 from model_optimizer.plan import fits
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
@@ -108,7 +109,7 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
             result.reason = outcome.failure.hint if outcome.failure else outcome.status
             result.samples, result.slo_met = [], None
             break
-        result.samples.append(outcome.metrics.get(objective) or 0.0)
+        result.samples.append(figure(outcome.metrics, objective) or 0.0)
         result.slo_met = result.slo_met and bool(outcome.metrics.get("slo_met"))
         result.preemptions = max(result.preemptions,
                                  outcome.telemetry_peaks.get("preemptions") or 0)

@@ -46,8 +46,9 @@ from model_optimizer.errors import (
     UsageError,
 )
 from model_optimizer.fsutil import atomic_write_text
-from model_optimizer.load import PromptSource, prompts_needed, run_load_sync, summarize
-from model_optimizer.load.prompts import LazyPrompts
+from model_optimizer.load import prompts_needed, run_load_sync, summarize
+from model_optimizer.load.classes import apply_classes, run_slo
+from model_optimizer.load.workload import LazyItems, prepare_items
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
@@ -68,7 +69,6 @@ INTERNAL_ERROR = "internal_error"
 RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR)  # during the load: exit 5
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
 DEFAULT_MIN_SUCCESS_RATE = 0.95
-PROMPT_POOL = 512  # distinct prompts for duration-bound loads (cycled)
 
 
 @dataclass
@@ -138,7 +138,7 @@ def check_model_present(loaded: LoadedRecipe) -> str:
     return location
 
 
-def _write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
+def write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
                  env: dict[str, str], extra: dict) -> None:
     archive.write_text(GIVEN_RECIPE, loaded.source_text)
     archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
@@ -153,11 +153,12 @@ def _write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
     archive.write_entry(**run_fields(run, loaded.resolved, hardware_label(run["hardware"])))
 
 
-class _Measurement:
+class RunRecords:
     """Collects what the load and the sampler deliver, into the archive as it arrives."""
 
-    def __init__(self, archive: RunArchive):
+    def __init__(self, archive: RunArchive, items: LazyItems):
         self.archive = archive
+        self.items = items
         self.records: list = []
 
     def on_record(self, record) -> None:
@@ -187,6 +188,8 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     recipe = loaded.resolved
     workload = effective_workload(recipe, workload_override)
     location = check_model_present(loaded)
+    items = prepare_items(recipe, workload, recipe["model"].get("tokenizer") or location,
+                          prompts_needed(workload), loaded.base_dir)
     engine_cfg = recipe["engine"]
     host = engine_cfg["host"]
     port = engine_cfg["port"] or free_port(host)
@@ -194,23 +197,23 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     command = factory.command(recipe, loaded.base_dir, port)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name)
-    _write_start(archive, loaded, command.argv, command.env,
+    write_start(archive, loaded, command.argv, command.env,
                  {"workload": workload, **(archive_extra or {})})
     base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     engine = factory.process(command, archive.file(ENGINE_LOG), base_url,
                              engine_cfg["startup_timeout_s"])
-    measurement = _Measurement(archive)
+    measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
-        _launch(engine, archive, emit, outcome)
+        launch_engine(engine, archive, emit, outcome)
         if outcome.failure is None:
-            _measure(engine, archive, loaded, workload, location, measurement, emit, outcome)
+            _measure(engine, archive, loaded, workload, measurement, emit, outcome)
         if while_serving is not None and outcome.failure is None and engine.alive():
             while_serving(engine.base_url)
     except KeyboardInterrupt:
         outcome.status = STATUS_INTERRUPTED
-        _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
     except Exception as exc:  # noqa: BLE001 - one failed run never ends a sweep or a tune
         _internal_failure(archive, outcome, exc)
@@ -219,6 +222,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
             emit("stopping", {})
             engine.stop()
             scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
+            items.close()
             _finalize(archive, loaded, outcome)
         emit("done", outcome.to_dict())
     return outcome
@@ -237,8 +241,8 @@ def scrub_log(path: Path, known: list[str]) -> None:
         pass  # no log, or an unwritable archive: nothing more to hide here
 
 
-def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
-            outcome: RunOutcome) -> None:
+def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
+                  outcome: RunOutcome) -> None:
     emit("starting", {"argv": engine.argv})
     engine.start()
     archive.set_status("running", phase="starting", **engine.identity())
@@ -256,12 +260,10 @@ def _launch(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
 
 
 def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, workload: dict,
-             location: str, measurement: _Measurement, emit: EventCallback,
-             outcome: RunOutcome) -> None:
+             measurement: RunRecords, emit: EventCallback, outcome: RunOutcome) -> None:
     recipe = loaded.resolved
-    tokenizer_dir = recipe["model"].get("tokenizer") or location
     result = measure_endpoint(
-        engine.base_url, recipe["model"]["served_name"], tokenizer_dir, workload, archive,
+        engine.base_url, recipe["model"]["served_name"], workload, archive,
         measurement, emit, outcome, server_pid=engine.pid,
         should_stop=lambda: None if engine.alive() else "engine died")
     failure = engine.runtime_failure()
@@ -269,21 +271,18 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
         outcome.failure = failure
         outcome.status = failed_status(failure.kind)
         archive.write_json(FAILURE_FILE, failure.to_dict())
-    _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+    finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
                     stopped_reason=result.stopped_reason)
     if failure is None:
         _judge_completed(archive, measurement, outcome)
 
 
-def measure_endpoint(base_url: str, model_name: str, tokenizer_dir: str, workload: dict,
-                     archive: RunArchive, measurement: _Measurement, emit: EventCallback,
+def measure_endpoint(base_url: str, model_name: str, workload: dict,
+                     archive: RunArchive, measurement: RunRecords, emit: EventCallback,
                      outcome: RunOutcome, server_pid: int | None = None,
                      should_stop: Callable[[], str | None] | None = None):
-    """Build exact-length prompts, run the load with telemetry beside it; return LoadResult."""
-    count = prompts_needed(workload) or PROMPT_POOL
-    source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
-                          workload["shared_prefix_tokens"], workload["seed"])
-    prompts = LazyPrompts(source, count, chat=workload["endpoint"] == "chat")
+    """Run the load (``measurement.items``) with telemetry beside it; return LoadResult."""
+    prompts = measurement.items
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
     sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
@@ -307,22 +306,25 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     emit = on_event or (lambda phase, data: None)
     recipe, workload = loaded.resolved, effective_workload(loaded.resolved)
     reap_abandoned(runs_base)
+    items = prepare_items(recipe, workload, tokenizer_dir, prompts_needed(workload),
+                          loaded.base_dir)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench")
-    _write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
+    write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
                                            "model": model_name, "workload": workload})
-    measurement = _Measurement(archive)
+    measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
-        result = measure_endpoint(base_url, model_name, tokenizer_dir, workload, archive,
+        result = measure_endpoint(base_url, model_name, workload, archive,
                                   measurement, emit, outcome)
-        _finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+        finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
                         stopped_reason=result.stopped_reason)
         _judge_completed(archive, measurement, outcome)
     except KeyboardInterrupt:
-        _finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
     finally:
+        items.close()
         _finalize(archive, loaded, outcome)
         emit("done", outcome.to_dict())
     return outcome
@@ -339,7 +341,7 @@ def _internal_failure(archive: RunArchive, outcome: RunOutcome, exc: Exception) 
         archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
-def _judge_completed(archive: RunArchive, measurement: _Measurement,
+def _judge_completed(archive: RunArchive, measurement: RunRecords,
                      outcome: RunOutcome) -> None:
     """Mark the run ok once its figures exist, or failed when no request completed."""
     if outcome.metrics.get("completed"):
@@ -360,15 +362,19 @@ def effective_slo(recipe: dict) -> dict:
     return slo
 
 
-def _finish_metrics(measurement: _Measurement, workload: dict, recipe: dict,
-                    outcome: RunOutcome, window_s: float | None,
-                    stopped_reason: str | None = None) -> None:
+def finish_metrics(measurement: RunRecords, workload: dict, recipe: dict,
+                   outcome: RunOutcome, window_s: float | None,
+                   stopped_reason: str | None = None) -> None:
     if window_s is None and measurement.records:  # interrupted: the span actually measured
         first_sent = min(r.sent_at for r in measurement.records)
         last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
         window_s = max(last_done - first_sent, 0.0) or None
-    metrics = summarize(measurement.records, window_s, effective_slo(recipe),
-                        output_tokens_expected=workload["output_tokens"])
+    fixed = not (workload.get("mix") or workload.get("dataset"))
+    metrics = summarize(measurement.records, window_s, run_slo(effective_slo(recipe)),
+                        output_tokens_expected=workload["output_tokens"] if fixed else None)
+    apply_classes(metrics, measurement.records, window_s, effective_slo(recipe),
+                  measurement.items.classes)
+    metrics["ignore_eos"] = workload.get("ignore_eos", True)
     metrics["stopped_reason"] = stopped_reason
     metrics["ready_after_s"] = outcome.ready_after_s
     outcome.metrics = metrics

@@ -21,6 +21,9 @@ TELEMETRY_FILE = "telemetry.jsonl"
 METRICS_FILE = "metrics.json"
 FAILURE_FILE = "failure.json"
 
+# ----- a capacity search (mopt capacity) ----------------------------------------------------
+WINDOWS_FILE = "windows.jsonl"     # one judged window (offered rate, verdict, figures) per line
+
 # ----- a search (sweep, tune) and a rollback -----------------------------------------------
 STEPS_DIR = "steps"                # the run archives a search launched, nested
 STATE_FILE = "state.json"          # what a search needs to resume

@@ -25,6 +25,51 @@ def metrics_table(metrics: dict) -> list[str]:
     return lines
 
 
+CLASS_COLUMNS = ("class", "done/sent", "req/s", "goodput", "TTFT p50", "TTFT p99", "TPOT p50",
+                 "E2E p99", "prompt tok", "output tok", "SLOs")
+
+
+def class_rows(metrics: dict) -> list[list[str]]:
+    """One row of text cells per request class (``CLASS_COLUMNS``); empty without classes."""
+    rows = []
+    for name, figures in (metrics.get("classes") or {}).items():
+        verdict = "met" if figures.get("slo_met") else "; ".join(figures.get("slo_violations")
+                                                                 or ["not met"])
+        capped = figures.get("capped_requests") or 0
+        rows.append([name, f"{figures.get('completed')}/{figures.get('requests')}",
+                     fmt(figures.get("qps"), 2), fmt(figures.get("goodput_qps"), 2),
+                     fmt(figures.get("ttft_p50_ms")), fmt(figures.get("ttft_p99_ms")),
+                     fmt(figures.get("tpot_p50_ms"), 2), fmt(figures.get("e2e_p99_ms")),
+                     fmt(figures.get("mean_prompt_tokens")),
+                     fmt(figures.get("mean_output_tokens")) + (f" ({capped} capped)"
+                                                               if capped else ""), verdict])
+    return rows
+
+
+def class_table(metrics: dict) -> list[str]:
+    """Markdown table of the per-class figures (times in ms, token counts are means)."""
+    rows = class_rows(metrics)
+    if not rows:
+        return []
+    return ["| " + " | ".join(CLASS_COLUMNS) + " |",
+            "|---|" + "---:|" * (len(CLASS_COLUMNS) - 2) + "---|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def workload_text(workload: dict) -> str:
+    """One line saying what the requests were."""
+    if workload.get("dataset"):
+        shape = f"prompts from {workload['dataset']['path']}"
+    elif workload.get("mix"):
+        shape = "mix of " + ", ".join(workload["mix"])
+    else:
+        shape = f"{workload['prompt_tokens']} prompt / {workload['output_tokens']} output tokens"
+    eos = "" if workload.get("ignore_eos", True) else " (no ignore_eos: output lengths vary)"
+    return (f"{shape}{eos}, concurrency {workload.get('concurrency')}, rate "
+            f"{workload['request_rate']}, {workload.get('num_requests')} requests "
+            f"(+{workload['warmup_requests']} warm-up)")
+
+
 def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
     """The report.md of one run."""
     metrics = outcome.metrics or {}
@@ -34,10 +79,7 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
              f"- status: **{outcome.status}**"]
     if outcome.ready_after_s is not None:
         lines.append(f"- server healthy after {outcome.ready_after_s:.1f} s")
-    lines.append(f"- workload: {workload['prompt_tokens']} prompt / {workload['output_tokens']} "
-                 f"output tokens, concurrency {workload.get('concurrency')}, rate "
-                 f"{workload['request_rate']}, {workload.get('num_requests')} requests "
-                 f"(+{workload['warmup_requests']} warm-up)")
+    lines.append(f"- workload: {workload_text(workload)}")
     if outcome.failure is not None:
         lines += ["", "## Failure", "", f"**{outcome.failure.kind}**: {outcome.failure.hint}",
                   "", "```", *outcome.failure.evidence, "```"]
@@ -50,6 +92,8 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
                   f"{fmt(metrics.get('total_tok_s'))} total tok/s",
                   f"- goodput: {fmt(metrics.get('goodput_qps'), 2)} req/s meeting every SLO",
                   "", *metrics_table(metrics)]
+        if metrics.get("classes"):
+            lines += ["", "### Per class", "", *class_table(metrics)]
         violations = metrics.get("slo_violations") or []
         verdict = "met" if metrics.get("slo_met") else "NOT met: " + "; ".join(violations)
         lines += ["", f"SLOs: {verdict}"]

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.archive.report import fmt
+from model_optimizer.archive.report import CLASS_COLUMNS, class_rows, fmt
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -47,6 +47,19 @@ def summary_table(outcome: RunOutcome) -> Table:
     return table
 
 
+def class_summary_table(metrics: dict) -> Table | None:
+    """Per-class figures as a rich table (None when the run had no classes)."""
+    rows = class_rows(metrics)
+    if not rows:
+        return None
+    table = Table(title="per class (ms; token counts are means)", show_edge=False)
+    for column in CLASS_COLUMNS:
+        table.add_column(column, justify="left" if column in ("class", "SLOs") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def print_outcome(outcome: RunOutcome) -> None:
     """Summary of a run for humans."""
     metrics = outcome.metrics
@@ -57,6 +70,8 @@ def print_outcome(outcome: RunOutcome) -> None:
             err_console.print(f"  log: {line}", highlight=False, markup=False)
     if metrics.get("requests"):
         console.print(summary_table(outcome))
+        if (per_class := class_summary_table(metrics)) is not None:
+            console.print(per_class)
         console.print(
             f"{metrics['completed']} ok / {metrics['failed']} failed in "
             f"{fmt(metrics.get('window_s'), 2)} s: {fmt(metrics.get('qps'), 2)} req/s, "

@@ -21,6 +21,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
+from model_optimizer.load.workload import api_headers
 from model_optimizer.recipe import load_recipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
 from model_optimizer.runner import bench_endpoint
@@ -31,24 +32,39 @@ _FLAG_KEYS = {"prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens"
               "concurrency": "concurrency", "num_requests": "num_requests",
               "duration_s": "duration_s", "request_rate": "request_rate",
               "warmup": "warmup_requests", "shared_prefix": "shared_prefix_tokens",
-              "seed": "seed", "endpoint": "endpoint"}
+              "seed": "seed", "endpoint": "endpoint", "dataset": "dataset.path",
+              "api_key_env": "api_key_env", "ignore_eos": "ignore_eos"}
 
 
-def served_models(url: str) -> list[str]:
+def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
     """Model ids the server lists at /v1/models; UsageError when it does not answer."""
     try:
         session = requests.Session()
         session.trust_env = False  # never route a benchmark through a proxy from the env
-        response = session.get(f"{url}/v1/models", timeout=10, allow_redirects=False)
+        response = session.get(f"{url}/v1/models", timeout=10, allow_redirects=False,
+                               headers=headers or {})
         if response.is_redirect:
             raise UsageError(f"{url}/v1/models redirects (HTTP {response.status_code}) to "
                              f"{response.headers.get('Location')!r}; mopt does not follow "
                              "redirects: pass the server's own --url")
+        if response.status_code in (401, 403):
+            raise UsageError(f"{url} refused the request (HTTP {response.status_code}): it "
+                             "needs an API key; pass --api-key-env VAR (the variable holding "
+                             "it) or check that variable's value")
         response.raise_for_status()
         return [m["id"] for m in response.json().get("data", [])]
     except (requests.RequestException, ValueError, KeyError) as exc:
         raise UsageError(f"{url} does not answer /v1/models like an OpenAI-compatible server "
                          f"({exc}); check --url and that the server is up") from None
+
+
+def _flag_text(value: object) -> str:
+    """A flag's value as ``--set`` text (booleans as YAML, paths absolute)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Path):
+        return str(value.expanduser().resolve())
+    return str(value)
 
 
 @handle_errors
@@ -74,6 +90,15 @@ def bench(
     shared_prefix: Annotated[int | None, typer.Option(help="Shared prefix tokens.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for prompts and arrivals.")] = None,
     endpoint: Annotated[str | None, typer.Option(help="completions or chat.")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Prompt file (.jsonl, .csv, ShareGPT .json) instead of synthetic prompts.")]
+    = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="Environment variable holding the server's API key (sent as a Bearer token; "
+             "only the name is archived).")] = None,
+    ignore_eos: Annotated[bool | None, typer.Option(
+        "--ignore-eos/--no-ignore-eos", help="Send ignore_eos (default) or not, for servers "
+        "that reject it; output lengths then vary.", show_default=False)] = None,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
@@ -85,12 +110,12 @@ def bench(
     """
     url = url.rstrip("/")
     given = locals()
-    flag_sets = [f"workload.{key}={given[flag]}" for flag, key in _FLAG_KEYS.items()
-                 if given[flag] is not None]
+    flag_sets = [f"workload.{key}={_flag_text(given[flag])}"
+                 for flag, key in _FLAG_KEYS.items() if given[flag] is not None]
     sets = flag_sets + list(overrides or [])
     loaded = (load_recipe(recipe, sets) if recipe is not None
               else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))
-    names = served_models(url)
+    names = served_models(url, api_headers(loaded.resolved["workload"]))
     model_name = model or (names[0] if len(names) == 1 else None)
     if model_name is None:
         raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "

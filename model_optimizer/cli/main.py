@@ -7,6 +7,7 @@ import typer
 from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
+from model_optimizer.cli.capacity import capacity
 from model_optimizer.cli.diff import diff
 from model_optimizer.cli.eval import eval_command
 from model_optimizer.cli.init import init
@@ -37,6 +38,7 @@ app.command()(plan)
 app.command()(apply)
 app.command()(bench)
 app.command("eval")(eval_command)
+app.command()(capacity)
 app.command()(sweep)
 app.command()(tune)
 app.command()(quantize)

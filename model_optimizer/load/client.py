@@ -47,6 +47,7 @@ from typing import Any
 import aiohttp
 
 from model_optimizer.load.stats import percentile
+from model_optimizer.load.workload import WorkItem, api_headers
 
 PROGRESS_INTERVAL_S = 0.5
 MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
@@ -75,6 +76,8 @@ class RequestRecord:
     status: int | None = None
     error: str | None = None
     finished_at: float | None = None
+    request_class: str | None = None
+    requested_output_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -228,14 +231,21 @@ def _api_url(base_url: str, endpoint: str) -> str:
 
 
 def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
-    """The JSON body of one streamed request (max_tokens with ignore_eos, usage included)."""
+    """The JSON body of one streamed request (max_tokens, ignore_eos, usage included).
+
+    ``prompt`` is text, chat messages, or a ``WorkItem`` carrying its own output length.
+    ``workload.ignore_eos: false`` leaves the flag out (servers that do not know it).
+    """
     output_tokens = int(workload["output_tokens"])
+    if isinstance(prompt, WorkItem):
+        prompt, output_tokens = prompt.prompt, prompt.output_tokens
     payload: dict[str, Any] = {
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "ignore_eos": True,
     }
+    if workload.get("ignore_eos", True):
+        payload["ignore_eos"] = True
     if workload.get("endpoint", "completions") == "chat":
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         payload["messages"] = messages
@@ -290,8 +300,8 @@ class _LoadRun:
         """Warm up, measure, and return the result (see the module docstring)."""
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=None)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                         trust_env=False) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
+                                         headers=api_headers(self.workload)) as session:
             self.session = session
             monitor = asyncio.create_task(self._monitor())
             try:
@@ -377,6 +387,10 @@ class _LoadRun:
         payload = build_payload(self.model, self.workload, prompt)
         sent_perf = time.perf_counter()
         record = RequestRecord(index=index, warmup=warmup, sent_at=self.clock.wall(sent_perf))
+        if isinstance(prompt, WorkItem):
+            record.request_class = prompt.request_class
+        record.requested_output_tokens = payload.get("max_tokens",
+                                                     payload.get("max_completion_tokens"))
         state = _StreamState(chat=self.chat, sent_perf=sent_perf)
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -83,6 +83,7 @@ class MockConfig:
     max_num_seqs: int = 0             # 0: no batch limit
     capacity: int = 0                 # most requests the "hardware" runs at once (0: no limit)
     die_after_n: int = 0              # exit the process when request n arrives (0: never)
+    api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <api_key>"
 
 
 @dataclass
@@ -108,13 +109,21 @@ class MockApp:
 
     def build(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024,
+                              middlewares=[self._check_key] if self.config.api_key else [])
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
         return app
+
+    @web.middleware
+    async def _check_key(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/v1/") and \
+                request.headers.get("Authorization") != f"Bearer {self.config.api_key}":
+            return web.json_response(error_body("invalid API key", 401), status=401)
+        return await handler(request)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)

@@ -74,34 +74,50 @@ class PromptSource:
 
     def make(self, n: int) -> list[str]:
         """``n`` completions prompts, each exactly ``expected_server_prompt_tokens`` long."""
-        target = self.expected_server_prompt_tokens
-        return [self._fit_text(self._prefix_text, target, self._count_completion,
-                               self._rng("completion", index)) for index in range(n)]
+        return [self.completion_prompt(index) for index in range(n)]
 
     def chat_messages(self, n: int) -> list[list[dict[str, str]]]:
         """``n`` one-message chats whose rendered prompt is exactly ``prompt_tokens`` long."""
+        return [self.chat_prompt(index) for index in range(n)]
+
+    def completion_prompt(self, index: int, prompt_tokens: int | None = None) -> str:
+        """Completions prompt ``index`` (``make(n)[index]``), or one of ``prompt_tokens``.
+
+        A length below the tokenizer's special tokens plus one text token is raised to it.
+        """
+        target = self.expected_server_prompt_tokens
+        if prompt_tokens is not None:
+            target = max(prompt_tokens, self._added_specials + 1)
+        return self._fit_text(self._prefix_text, target, self._count_completion,
+                              self._rng("completion", index))
+
+    def chat_prompt(self, index: int, prompt_tokens: int | None = None) -> list[dict[str, str]]:
+        """Chat ``index`` (``chat_messages(n)[index]``), or one rendering to ``prompt_tokens``.
+
+        An explicit length below the template's own tokens plus one is raised to it.
+        """
         overhead = self._count_chat("")
-        if self.prompt_tokens <= overhead:
-            raise ValueError(f"prompt_tokens {self.prompt_tokens} leaves no room for a message: "
+        target = self.prompt_tokens if prompt_tokens is None else max(prompt_tokens,
+                                                                       overhead + 1)
+        if target <= overhead:
+            raise ValueError(f"prompt_tokens {target} leaves no room for a message: "
                              f"the chat template alone takes {overhead} tokens")
-        target = self.prompt_tokens
         if self._chat_prefix_text is None:
-            prefix_tokens = min(len(self._encode(self._prefix_text)), target - overhead)
-            self._chat_prefix_text = self._fit_text("", prefix_tokens, self._count_text,
+            prefix_tokens = min(len(self._encode(self._prefix_text)),
+                                self.prompt_tokens - overhead)
+            self._chat_prefix_text = self._fit_text("", max(0, prefix_tokens), self._count_text,
                                                     random.Random(f"mopt-chat-prefix:{self.seed}"))
-        return [[{"role": "user", "content": self._fit_text(
-            self._chat_prefix_text, target, self._count_chat, self._rng("chat", index))}]
-            for index in range(n)]
+        head = self._chat_prefix_text if prompt_tokens is None else ""
+        return [{"role": "user", "content": self._fit_text(
+            head, target, self._count_chat, self._rng("chat", index))}]
+
+    def text_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone (no special tokens): how long a reply is."""
+        return self._count_text(text)
 
     def one(self, kind: str, index: int) -> Any:
         """Prompt number ``index`` of ``kind`` ('completion' or 'chat'), as make/chat build it."""
-        if kind == "chat":
-            self.chat_messages(0)  # fits the chat prefix once
-            return [{"role": "user", "content": self._fit_text(
-                self._chat_prefix_text, self.prompt_tokens, self._count_chat,
-                self._rng("chat", index))}]
-        return self._fit_text(self._prefix_text, self.expected_server_prompt_tokens,
-                              self._count_completion, self._rng("completion", index))
+        return self.chat_prompt(index) if kind == "chat" else self.completion_prompt(index)
 
     def server_prompt_tokens(self, prompt: str) -> int:
         """How many prompt tokens vLLM's /v1/completions counts for ``prompt``."""

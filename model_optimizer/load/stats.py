@@ -140,7 +140,7 @@ def slo_violations(summary: Mapping[str, Any], slo: Mapping[str, Any] | None,
     """
     violations: list[str] = []
     for key, bound in (slo or {}).items():
-        if bound is None:
+        if bound is None or key == "classes":  # per-class bounds: load.classes
             continue
         if key in ("min_success_rate", "min_qps"):
             name, op = key.removeprefix("min_"), "<"
@@ -223,3 +223,13 @@ def summarize(
             if _field(record, "output_tokens") != output_tokens_expected
         )
     return summary
+
+
+def record_field(record: Any, name: str) -> Any:
+    """``name`` of a RequestRecord or of its ``to_dict()`` form (None when absent)."""
+    return _field(record, name)
+
+
+def per_request_bounds_ms(slo: Mapping[str, Any] | None) -> dict[str, float]:
+    """The per-request bound (ms) by goodput metric that ``slo`` sets (the loosest per metric)."""
+    return _per_request_bounds_ms(slo)

@@ -48,6 +48,7 @@ from model_optimizer.plan.accelerators import (
     vllm_default_max_num_seqs,
 )
 from model_optimizer.plan.kvcache import DTYPE_BYTES, kv_dtype, kv_dtype_verdict
+from model_optimizer.plan.protection import apply_workload_shape
 from model_optimizer.plan.quant_schemes import gpu_only_problem
 
 GPU_RESERVE_GIB = 1.0
@@ -398,6 +399,7 @@ def estimate(recipe: dict[str, Any], model_config: dict[str, Any]) -> PlanReport
     accel = resolve_hardware(hardware)
     report = _memory_report(shape, model, engine, accel)
     _fill_kv(report, engine, accel, workload)
+    apply_workload_shape(report, engine, workload)
     _fill_decode_floors(report)
     _check(report, shape, engine, hardware, model)
     return report

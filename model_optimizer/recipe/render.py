@@ -6,6 +6,7 @@ file, so the two can never disagree.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None)
         ("max-model-len", engine.get("max_model_len")),
         ("max-num-seqs", engine.get("max_num_seqs")),
         ("max-num-batched-tokens", engine.get("max_num_batched_tokens")),
+        ("enable-chunked-prefill", engine.get("enable_chunked_prefill")),
+        ("long-prefill-token-threshold", engine.get("long_prefill_token_threshold")),
+        ("override-generation-config", _output_cap(engine.get("max_output_tokens"))),
         ("gpu-memory-utilization", None if on_cpu else engine["gpu_memory_utilization"]),
         ("enable-prefix-caching", engine.get("enable_prefix_caching")),
         ("tensor-parallel-size", engine["tensor_parallel_size"]),
@@ -52,6 +56,13 @@ def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None)
     ]
     wanted += sorted((str(k).removeprefix("--"), v) for k, v in engine["extra_args"].items())
     return [(flag, value) for flag, value in wanted if value is not None]
+
+
+def _output_cap(max_output_tokens: int | None) -> str | None:
+    """vLLM's per-request output cap: generation config ``max_new_tokens`` (JSON text)."""
+    if max_output_tokens is None:
+        return None
+    return json.dumps({"max_new_tokens": int(max_output_tokens)})
 
 
 def options_to_argv(options: list[Option]) -> list[str]:

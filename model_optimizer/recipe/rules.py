@@ -8,12 +8,15 @@ from model_optimizer.recipe.flags import known_flags
 from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.security import check_security, flag_name
 from model_optimizer.recipe.validate import did_you_mean
+from model_optimizer.recipe.workload_rules import workload_rules
 from model_optimizer.recipe.yamlsource import SourceMap
 
 #: engine knobs a sweep may move; numeric ones grow, categorical ones take `sweep.values`
 NUMERIC_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size",
-                 "gpu_memory_utilization", "max_model_len")
-CATEGORICAL_KNOBS = ("kv_cache_dtype", "enable_prefix_caching", "enforce_eager")
+                 "gpu_memory_utilization", "max_model_len", "long_prefill_token_threshold",
+                 "max_output_tokens")
+CATEGORICAL_KNOBS = ("kv_cache_dtype", "enable_prefix_caching", "enforce_eager",
+                     "enable_chunked_prefill")
 #: engine knobs that take fractional values; every other numeric knob is an integer
 FLOAT_KNOBS = frozenset({"gpu_memory_utilization"})
 
@@ -29,6 +32,8 @@ FIRST_CLASS_FLAGS = {
     "enable-prefix-caching": "engine.enable_prefix_caching",
     "tensor-parallel-size": "engine.tensor_parallel_size",
     "enforce-eager": "engine.enforce_eager", "host": "engine.host", "port": "engine.port",
+    "enable-chunked-prefill": "engine.enable_chunked_prefill",
+    "long-prefill-token-threshold": "engine.long_prefill_token_threshold",
 }
 
 
@@ -40,7 +45,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _tune_rules, _quality_rules, _parallel_rule):
+                 _sweep_rules, _tune_rules, _quality_rules, _parallel_rule, workload_rules):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -82,6 +87,8 @@ def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 
 def _length_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
+    if workload.get("mix") or workload.get("dataset"):
+        return []  # lengths come from the mix or the file (workload_rules, load.workload)
     needed = workload["prompt_tokens"] + workload["output_tokens"]
     if max_len is not None and max_len < needed:
         return [smap.diagnostic(
@@ -224,10 +231,12 @@ def _multiple_note(name: str, accelerator: str) -> str:
 
 
 def _valid_choice(name: str, value: object, accelerator: str) -> bool:
-    if name in ("enable_prefix_caching", "enforce_eager"):
+    if name in ("enable_prefix_caching", "enforce_eager", "enable_chunked_prefill"):
         return isinstance(value, bool)
     if name == "kv_cache_dtype":
         return value in (subschema(("engine", "kv_cache_dtype")) or {}).get("enum", [])
+    if name == "long_prefill_token_threshold" and value == 0 and not isinstance(value, bool):
+        return True  # 0 turns the cap off
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         return False
     if name == "gpu_memory_utilization":

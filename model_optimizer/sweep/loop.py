@@ -276,6 +276,13 @@ def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
     return problems
 
 
+def _objective(recipe: dict, has_slo: bool) -> str:
+    """goodput with SLOs, else QPS; ``class:figure`` with ``sweep.objective_class``."""
+    base = "goodput_qps" if has_slo else "qps"
+    wanted = recipe["sweep"].get("objective_class")
+    return f"{wanted}:{base}" if wanted else base
+
+
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
                 output: Path | None = None, model_config: Path | None = None,
                 on_event: EventCallback | None = None,
@@ -287,7 +294,7 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
     state = SweepState(
         config=config, recipe_file=str(loaded.path), overrides=list(loaded.overrides),
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
-        objective="goodput_qps" if has_slo else "qps",
+        objective=_objective(recipe, has_slo),
         output=str(output or loaded.path), model_config=default_model_config(loaded, model_config))
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()

@@ -34,7 +34,7 @@ STOP_RULES = (
 )
 
 #: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
-LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s"})
+LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class"})
 
 
 class SweepConfigError(UsageError, ValueError):

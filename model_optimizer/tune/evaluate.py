@@ -55,13 +55,20 @@ class TrialResult:
 
 
 def slo_bounds(recipe: dict) -> dict[str, float]:
-    """The SLO bounds the recipe sets, in schema order."""
-    return {key: bound for key, bound in recipe["slo"].items() if bound is not None}
+    """The SLO bounds the recipe sets, in schema order; a class's as ``class:bound``."""
+    bounds = {key: bound for key, bound in recipe["slo"].items()
+              if bound is not None and key != "classes"}
+    for name, own in (recipe["slo"].get("classes") or {}).items():
+        bounds.update({f"{name}:{key}": bound for key, bound in own.items() if bound is not None})
+    return bounds
 
 
 def slo_margin(key: str, bound: float, metrics: dict) -> float:
     """Relative margin of one run against one bound: <= 0 met, > 0 violated."""
     scale = abs(bound) or 1.0
+    if ":" in key:  # a class's bound: that class's figures
+        name, key = key.split(":", 1)
+        metrics = (metrics.get("classes") or {}).get(name) or {}
     if key.startswith("min_"):
         actual = metrics.get(key.removeprefix("min_"))
         return FAILED_CONSTRAINT if actual is None else (bound - actual) / scale

@@ -131,6 +131,7 @@ class TuneConfig:
     sampler: str = "tpe"
     seed: int = 0
     repeats: int = 1
+    objective_class: str | None = None
     names: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -150,12 +151,14 @@ class TuneConfig:
         params = [ParamSpec.from_recipe(name, spec) for name, spec in section["params"].items()]
         return cls(params, section["objective"], section.get("second_objective"),
                    section["n_trials"], section.get("max_minutes"), section["sampler"],
-                   section["seed"], section["repeats"])
+                   section["seed"], section["repeats"], section.get("objective_class"))
 
     @property
     def metric(self) -> str:
-        """The run metric maximized (qps, goodput_qps, output_tok_s)."""
-        return OBJECTIVES[self.objective]
+        """The run metric maximized (qps, goodput_qps, output_tok_s; ``class:metric`` for
+        one request class's figure, see ``load.classes.figure``)."""
+        base = OBJECTIVES[self.objective]
+        return f"{self.objective_class}:{base}" if self.objective_class else base
 
     @property
     def second_metric(self) -> str | None:
@@ -183,7 +186,8 @@ class TuneConfig:
     def fingerprint(self) -> dict:
         """What workers joining one study must agree on: the space and the objectives."""
         data = self.to_dict()
-        return {k: data[k] for k in ("params", "objective", "second_objective")}
+        return {k: data.get(k) for k in ("params", "objective", "second_objective",
+                                          "objective_class")}
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -192,7 +196,8 @@ class TuneConfig:
                            for s in self.params},
                 "objective": self.objective, "second_objective": self.second_objective,
                 "n_trials": self.n_trials, "max_minutes": self.max_minutes,
-                "sampler": self.sampler, "seed": self.seed, "repeats": self.repeats}
+                "sampler": self.sampler, "seed": self.seed, "repeats": self.repeats,
+                "objective_class": self.objective_class}
 
     @classmethod
     def from_dict(cls, data: dict) -> TuneConfig:

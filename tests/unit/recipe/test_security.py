@@ -108,7 +108,7 @@ def test_token_shaped_value_anywhere_is_refused():
 
 
 def test_secret_named_switches_and_numbers_are_not_secrets():
-    text = with_engine("extra_args: {long-prefill-token-threshold: 64, allow-credentials: true}")
+    text = with_engine("extra_args: {dbo-prefill-token-threshold: 64, allow-credentials: true}")
     assert load_recipe_text(text).resolved["engine"]["extra_args"]["allow-credentials"] is True
 
 

@@ -1,0 +1,293 @@
+"""What each request of a run sends: fixed synthetic prompts, a mix of classes, or a file.
+
+``work_items(workload, tokenizer_dir, ...)`` returns a lazy sequence of ``WorkItem``: item
+``i`` is a pure function of (workload, seed, i), built when first needed, so a run of a
+million requests starts at once and holds a bounded window of prompts in memory. The first
+``PREBUILD`` items are built before the load starts; a background thread keeps
+``LOOKAHEAD`` items ahead of the client so fitting a long prompt does not stall the event
+loop that times the streams.
+
+The three forms (``workload.mix`` and ``workload.dataset`` exclude each other):
+
+- fixed: ``prompt_tokens`` / ``output_tokens`` / ``shared_prefix_tokens`` (no class);
+- mix: ``workload.mix`` classes (``mix``), prompts fitted to each drawn length;
+- dataset: ``workload.dataset`` (``load.dataset``), sampled with the workload seed with or
+  without replacement; every entry's length measured in the model's tokenizer up front.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model_optimizer.errors import UsageError
+from model_optimizer.load.dataset import DatasetEntry, read_dataset
+from model_optimizer.mix import MixSampler, parse_mix
+
+PREBUILD = 1024
+LOOKAHEAD = 1024
+UNBOUNDED = 10**9  # length of a duration-bound load's sequence (never reached)
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One request to send: text (completions) or chat messages, and its lengths."""
+
+    prompt: str | list[dict[str, str]]
+    output_tokens: int
+    request_class: str | None = None
+    prompt_tokens: int | None = None  # as the server counts them, when known
+
+
+class LazyItems(Sequence):
+    """A sequence whose items are built on demand, ahead of the reader, within bounds."""
+
+    def __init__(self, length: int, build: Callable[[int], WorkItem], *,
+                 prebuild: int = PREBUILD, lookahead: int = LOOKAHEAD) -> None:
+        if length < 1:
+            raise ValueError("a load needs at least one request")
+        self._length, self._build, self._lookahead = length, build, lookahead
+        self._cache: dict[int, WorkItem] = {}
+        self._cond = threading.Condition()
+        self._read_up_to = 0
+        self._closed = False
+        self._error: BaseException | None = None
+        for index in range(min(length, prebuild)):
+            self._cache[index] = build(index)
+        self._next = min(length, prebuild)
+        self._building: int | None = None
+        self.classes: set[str] = set()  # class names the items can carry
+        self._thread: threading.Thread | None = None
+        if self._next < length:
+            self._thread = threading.Thread(target=self._produce, name="mopt-prompts",
+                                            daemon=True)
+            self._thread.start()
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> WorkItem:  # type: ignore[override]
+        if not isinstance(index, int):
+            raise TypeError("LazyItems takes integer indices")
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        with self._cond:
+            self._read_up_to = max(self._read_up_to, index)
+            self._cond.notify_all()
+            while index not in self._cache and index == self._building and self._error is None:
+                self._cond.wait(0.5)
+            item = self._cache.get(index)
+            self._evict()
+        return item if item is not None else self._build(index)
+
+    def close(self) -> None:
+        """Stop the background builder (idempotent)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _evict(self) -> None:
+        floor = self._read_up_to - self._lookahead
+        if floor > 0 and len(self._cache) > 2 * self._lookahead:
+            for key in [k for k in self._cache if k < floor]:
+                del self._cache[key]
+
+    def _produce(self) -> None:
+        while True:
+            with self._cond:
+                while (not self._closed and self._next < self._length
+                       and self._next > self._read_up_to + self._lookahead):
+                    self._cond.wait()
+                if self._closed or self._next >= self._length:
+                    return
+                index = self._building = self._next
+            try:
+                item = self._build(index)
+            except BaseException as exc:  # the reader rebuilds inline and sees it raise
+                with self._cond:
+                    self._error, self._building = exc, None
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._cache[index] = item
+                self._next, self._building = index + 1, None
+                self._cond.notify_all()
+
+
+def work_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | None, *,
+               base_dir: Path | None = None, max_model_len: int | None = None,
+               prebuild: int = PREBUILD) -> LazyItems:
+    """The lazy request sequence of ``workload`` (``count`` None: duration-bound)."""
+    from model_optimizer.load.prompts import PromptSource
+
+    length = count or UNBOUNDED
+    chat = workload.get("endpoint", "completions") == "chat"
+    seed = int(workload.get("seed") or 0)
+    if workload.get("dataset"):
+        source = PromptSource(tokenizer_dir, 1, 0, seed)
+        items = measure_dataset(workload, source, base_dir, max_model_len)
+        lazy = LazyItems(length, dataset_picker(items, workload["dataset"], seed),
+                         prebuild=prebuild)
+        lazy.classes = {item.request_class for item in items if item.request_class}
+        return lazy
+    if workload.get("mix"):
+        try:
+            sampler = MixSampler(parse_mix(workload["mix"]), seed)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        source = PromptSource(tokenizer_dir, 1, 0, seed)
+
+        def build_mix(index: int) -> WorkItem:
+            draw = sampler.draw(index)
+            if chat:  # lengths below the template's (or special tokens') minimum are raised
+                prompt: Any = source.chat_prompt(index, draw.prompt_tokens)
+                measured = source.chat_prompt_tokens(prompt)
+            else:
+                prompt = source.completion_prompt(index, draw.prompt_tokens)
+                measured = source.server_prompt_tokens(prompt)
+            return WorkItem(prompt, draw.output_tokens, draw.request_class, measured)
+        lazy = LazyItems(length, build_mix, prebuild=prebuild)
+        lazy.classes = {request_class.name for request_class in sampler.classes}
+        return lazy
+    source = PromptSource(tokenizer_dir, workload["prompt_tokens"],
+                          workload.get("shared_prefix_tokens") or 0, seed)
+    output_tokens = int(workload["output_tokens"])
+
+    def build_fixed(index: int) -> WorkItem:
+        if chat:
+            return WorkItem(source.chat_prompt(index), output_tokens, None,
+                            source.expected_chat_prompt_tokens)
+        return WorkItem(source.completion_prompt(index), output_tokens, None,
+                        source.expected_server_prompt_tokens)
+    return LazyItems(length, build_fixed, prebuild=prebuild)
+
+
+def measure_dataset(workload: Mapping[str, Any], source: Any, base_dir: Path | None,
+                    max_model_len: int | None) -> list[WorkItem]:
+    """Every entry of the workload's dataset as a WorkItem, lengths in the model's tokens.
+
+    UsageError (file:line) for a chat entry on the completions endpoint and for a request
+    that does not fit ``max_model_len``.
+    """
+    spec = workload["dataset"]
+    path = Path(spec["path"]).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    chat = workload.get("endpoint", "completions") == "chat"
+    default_output = int(workload["output_tokens"])
+    items = []
+    for entry in read_dataset(path, spec.get("format")):
+        items.append(_entry_item(entry, path, source, chat, default_output, max_model_len))
+    return items
+
+
+def _entry_item(entry: DatasetEntry, path: Path, source: Any, chat: bool,
+                default_output: int, max_model_len: int | None) -> WorkItem:
+    where = f"{path}:{entry.line}"
+    if entry.messages is not None and not chat:
+        raise UsageError(f"{where}: a chat ('messages') entry needs workload.endpoint: chat")
+    if chat:
+        messages = list(entry.messages or [{"role": "user", "content": entry.prompt}])
+        prompt: Any = messages
+        prompt_tokens = source.chat_prompt_tokens(messages)
+    else:
+        prompt = entry.prompt
+        prompt_tokens = source.server_prompt_tokens(entry.prompt)
+    output_tokens = entry.output_tokens
+    if output_tokens is None and entry.output_text is not None:
+        output_tokens = max(1, source.text_tokens(entry.output_text))
+    output_tokens = output_tokens or default_output
+    if max_model_len is not None and prompt_tokens + output_tokens > max_model_len:
+        what = "prompt alone" if prompt_tokens >= max_model_len else "prompt + output"
+        raise UsageError(
+            f"{where}: the {what} ({prompt_tokens} + {output_tokens} tokens) does not fit "
+            f"engine.max_model_len {max_model_len}; raise max_model_len, lower the line's "
+            "output_tokens, or drop the line")
+    return WorkItem(prompt, output_tokens, entry.request_class, prompt_tokens)
+
+
+def dataset_picker(items: list[WorkItem], spec: Mapping[str, Any],
+                   seed: int) -> Callable[[int], WorkItem]:
+    """Request ``i`` -> an entry: seeded sampling with or without replacement.
+
+    Without replacement every entry is used once per pass, each pass in a fresh seeded
+    order; with replacement each request draws independently.
+    """
+    count = len(items)
+    if spec.get("sampling", "without_replacement") == "with_replacement":
+        return lambda index: items[random.Random(f"mopt-data:{seed}:{index}").randrange(count)]
+    orders: dict[int, list[int]] = {}
+
+    def pick(index: int) -> WorkItem:
+        epoch = index // count
+        order = orders.get(epoch)
+        if order is None:  # one pass cached (the reader and the builder thread may race)
+            order = list(range(count))
+            random.Random(f"mopt-data-pass:{seed}:{epoch}").shuffle(order)
+            orders.clear()
+            orders[epoch] = order
+        return items[order[index % count]]
+    return pick
+
+
+def api_headers(workload: Mapping[str, Any]) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` read from the variable ``workload.api_key_env`` names.
+
+    The recipe and the archive hold only the variable's name, never its value.
+    """
+    name = workload.get("api_key_env")
+    if not name:
+        return {}
+    value = os.environ.get(name)
+    if not value:
+        raise UsageError(f"workload.api_key_env names {name}, which is not set (or empty) in "
+                         f"mopt's environment; export {name}=<key> first")
+    return {"Authorization": f"Bearer {value}"}
+
+
+def prepare_items(recipe: Mapping[str, Any], workload: Mapping[str, Any], tokenizer_dir: str,
+                  count: int | None, base_dir: Path | None = None) -> LazyItems:
+    """The run's requests, checked against the recipe before any server is started.
+
+    UsageError when the dataset is broken, a request does not fit ``engine.max_model_len``,
+    or ``slo.classes`` names a class no request carries.
+    """
+    items = work_items(workload, tokenizer_dir, count, base_dir=base_dir,
+                       max_model_len=(recipe.get("engine") or {}).get("max_model_len"))
+    wanted = set((recipe.get("slo") or {}).get("classes") or {})
+    missing = sorted(wanted - items.classes)
+    if missing:
+        items.close()
+        where = (f"the dataset {workload['dataset']['path']}" if workload.get("dataset")
+                 else "this workload")
+        raise UsageError(f"slo.classes names {', '.join(missing)}, but no request of {where} "
+                         f"has that class (classes: {', '.join(sorted(items.classes)) or 'none'})"
+                         "; fix the class name or label the lines with \"class\"")
+    return items
+
+
+class ItemsFrom(Sequence):
+    """``items[start:]`` without copying: the next window of a search continues the sequence.
+
+    ``classes`` and ``close`` are those of the underlying items (closing is the owner's job).
+    """
+
+    def __init__(self, items: LazyItems, start: int) -> None:
+        self.items, self.start = items, start
+        self.classes = items.classes
+
+    def __len__(self) -> int:
+        return len(self.items) - self.start
+
+    def __getitem__(self, index: int) -> WorkItem:  # type: ignore[override]
+        return self.items[self.start + index]
+
+    def close(self) -> None:
+        """Nothing to do: the underlying items belong to the caller."""

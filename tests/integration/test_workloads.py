@@ -1,0 +1,146 @@
+"""Real workloads on the real vLLM CPU server: a prompt file, a two-class mix, the output cap.
+
+One server for the module, started with an API key (``--api-key`` from ``${VAR}``) and the
+long-request protection knobs (512-token steps with chunked prefill, a 128-token long-prefill
+threshold, a server-side output cap), so every test also checks that the key is sent and
+never archived, that vLLM accepts the knobs, and that it applies the cap. Whether the
+protection helps the short class is measured in benchmarks/long_request_protection.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_optimizer.engine import EngineProcess
+from model_optimizer.recipe import load_recipe
+from model_optimizer.recipe.render import expand_references, server_env, vllm_argv
+
+from .conftest import ROOT, TINY_RECIPE, only_archive, read_jsonl, run_mopt
+
+pytestmark = pytest.mark.integration
+
+KEY_VAR = "MOPT_TEST_API_KEY"
+KEY = "sk-mopt-integration-0123456789"
+OUTPUT_CAP = 40
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The tiny model behind an API key, max_model_len 1024 and a 40-token output cap."""
+    from model_optimizer.models.tiny import build_tiny_model
+
+    build_tiny_model(ROOT / "models" / "tiny-llama")
+    os.environ[KEY_VAR] = KEY
+    folder = tmp_path_factory.mktemp("workload-server")
+    loaded = load_recipe(TINY_RECIPE, [
+        "engine.max_model_len=1024", f"engine.max_output_tokens={OUTPUT_CAP}",
+        "engine.max_num_batched_tokens=512", "engine.enable_chunked_prefill=true",
+        "engine.long_prefill_token_threshold=128",
+        f"engine.extra_args.api-key=${{{KEY_VAR}}}"])
+    port = 19000 + os.getpid() % 1000
+    argv = expand_references(vllm_argv(loaded.resolved, loaded.base_dir, port=port),
+                             dict(os.environ))
+    engine = EngineProcess(argv, server_env(loaded.resolved), folder / "engine.log",
+                           f"http://127.0.0.1:{port}", startup_timeout_s=300)
+    with engine:
+        engine.wait_ready()
+        yield engine
+    os.environ.pop(KEY_VAR, None)
+
+
+def bench_recipe(tmp_path: Path, workload: dict, slo: dict | None = None) -> Path:
+    """A copy of the tiny recipe with this workload (and SLOs), next to the tiny recipe."""
+    recipe = yaml.safe_load(TINY_RECIPE.read_text())
+    recipe["model"]["path"] = str(ROOT / "models" / "tiny-llama")
+    recipe["engine"]["max_model_len"] = 1024
+    recipe["workload"] = {**recipe["workload"], "api_key_env": KEY_VAR, **workload}
+    if slo is not None:
+        recipe["slo"] = slo
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def run_bench(server, recipe: Path, runs: Path) -> tuple[int, dict, list[dict], Path]:
+    result = run_mopt("bench", "--url", server.base_url, "--recipe", str(recipe),
+                      "--runs-dir", str(runs), "--json", timeout=400)
+    assert result.returncode in (0, 4), result.stdout + result.stderr
+    archive = only_archive(runs)
+    records = [r for r in read_jsonl(archive / "requests.jsonl") if not r["warmup"]]
+    return result.returncode, json.loads(result.stdout)["metrics"], records, archive
+
+
+def assert_key_not_archived(archive: Path) -> None:
+    for path in archive.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_dataset_file_lengths_classes_and_key(server, tmp_path):
+    data = ROOT / "examples" / "datasets" / "prompts.jsonl"
+    recipe = bench_recipe(tmp_path, {"endpoint": "chat", "dataset": {"path": str(data)},
+                                     "num_requests": 12, "concurrency": 3,
+                                     "warmup_requests": 1})
+    _, metrics, records, archive = run_bench(server, recipe, tmp_path / "runs")
+    assert metrics["completed"] == 12 and metrics["failed"] == 0
+    assert set(metrics["classes"]) == {"short", "long"}
+    assert sum(c["requests"] for c in metrics["classes"].values()) == 12
+    from model_optimizer.load.workload import work_items
+
+    loaded = load_recipe(recipe)
+    items = work_items(loaded.resolved["workload"], str(ROOT / "models" / "tiny-llama"), 13)
+    for record in records:  # measured request i is item warmup + i
+        item = items[1 + record["index"]]
+        assert record["request_class"] == item.request_class
+        assert record["prompt_tokens"] == item.prompt_tokens  # our tokenizer count = vLLM's
+        assert record["output_tokens"] == min(item.output_tokens, OUTPUT_CAP)
+    items.close()
+    long_ = metrics["classes"]["long"]
+    assert long_["capped_requests"] == long_["requests"] >= 1  # asked 256, vLLM gave 40
+    assert_key_not_archived(archive)
+
+
+def test_two_class_mix_reports_each_class(server, tmp_path):
+    mix = {"short": {"weight": 4, "prompt_tokens": {"dist": "uniform", "min": 16, "max": 48},
+                     "output_tokens": 8},
+           "long": {"weight": 1, "prompt_tokens": {"dist": "lognormal", "median": 500,
+                                                   "sigma": 0.3, "min": 300, "max": 800},
+                    "output_tokens": 24}}
+    slo = {"ttft_p99_ms": 60000, "classes": {"short": {"ttft_p99_ms": 60000}}}
+    recipe = bench_recipe(tmp_path, {"mix": mix, "num_requests": 40, "concurrency": 4}, slo)
+    code, metrics, records, archive = run_bench(server, recipe, tmp_path / "runs")
+    assert code == 0 and metrics["slo_met"]
+    short, long_ = metrics["classes"]["short"], metrics["classes"]["long"]
+    assert short["completed"] + long_["completed"] == 40 and metrics["failed"] == 0
+    assert short["requests"] > long_["requests"] >= 1
+    assert short["qps"] + long_["qps"] == pytest.approx(metrics["qps"], rel=1e-6)
+    by_class = {"short": [], "long": []}
+    for record in records:
+        by_class[record["request_class"]].append(record)
+    assert all(16 <= r["prompt_tokens"] <= 48 and r["output_tokens"] == 8
+               for r in by_class["short"])
+    assert all(300 <= r["prompt_tokens"] <= 800 and r["output_tokens"] == 24
+               for r in by_class["long"])
+    assert long_["mean_prompt_tokens"] > 4 * short["mean_prompt_tokens"]
+    assert short["ttft_p99_ms"] is not None and long_["ttft_p99_ms"] is not None
+    report = (archive / "report.md").read_text()
+    assert "### Per class" in report and "| short |" in report and "| long |" in report
+    assert_key_not_archived(archive)
+
+
+def test_a_wrong_key_is_refused(server, tmp_path):
+    os.environ["MOPT_TEST_WRONG_KEY"] = "not-the-key"
+    try:
+        result = run_mopt("bench", "--url", server.base_url, "--tokenizer",
+                          str(ROOT / "models" / "tiny-llama"), "--api-key-env",
+                          "MOPT_TEST_WRONG_KEY", "--num-requests", "2",
+                          "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    finally:
+        os.environ.pop("MOPT_TEST_WRONG_KEY")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "401" in result.stderr or "401" in result.stdout

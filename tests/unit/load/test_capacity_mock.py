@@ -1,0 +1,67 @@
+"""`mopt capacity --url` orchestration against the mock server (the real server: integration)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from model_optimizer.cli.main import app
+from model_optimizer.load.mock_server import MockServer
+
+pytest.importorskip("transformers")
+
+runner = CliRunner()
+
+
+def recipe_file(tmp_path: Path, tiny_model_dir: Path, capacity: dict, slo: dict) -> Path:
+    recipe = {"recipe_version": 1, "name": "cap", "model": {"path": str(tiny_model_dir)},
+              "hardware": {"accelerator": "cpu"},
+              "workload": {"prompt_tokens": 8, "output_tokens": 4, "warmup_requests": 1,
+                           "request_timeout_s": 10},
+              "slo": slo, "capacity": capacity}
+    path = tmp_path / "cap.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_rates_grow_to_max_rate_and_everything_is_archived(tmp_path, tiny_model_dir):
+    path = recipe_file(tmp_path, tiny_model_dir,
+                       {"start_rate": 10, "max_rate": 40, "window_s": 0.6},
+                       {"ttft_p99_ms": 2000})
+    with MockServer(ttft_s=0.005, itl_s=0.001) as server:
+        result = runner.invoke(app, ["capacity", str(path), "--url", server.url,
+                                     "--runs-dir", str(tmp_path / "runs"), "--json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert [step["rate"] for step in found["steps"]] == [10, 20, 40]
+    assert found["capacity_rps"] == 40 and found["stop_reason"].startswith("max_rate 40")
+    archive = Path(found["archive"])
+    windows = [json.loads(line) for line in (archive / "windows.jsonl").read_text().splitlines()]
+    assert [w["passed"] for w in windows] == [True, True, True]
+    requests = [json.loads(line) for line in (archive / "requests.jsonl").read_text()
+                .splitlines()]
+    assert {r["window"] for r in requests} == {0, 1, 2}
+    measured = [r for r in requests if not r["warmup"] and r["window"] == 2]
+    assert 10 <= len(measured) <= 45  # ~24 Poisson arrivals in 0.6 s at 40 req/s
+    metrics = json.loads((archive / "metrics.json").read_text())
+    assert metrics["capacity"]["capacity_rps"] == 40 and metrics["goodput_qps"] > 0
+    assert "**40 req/s** within the SLOs" in (archive / "report.md").read_text()
+    assert json.loads((archive / "status.json").read_text())["status"] == "ok"
+
+
+def test_no_passing_rate_exits_4(tmp_path, tiny_model_dir):
+    path = recipe_file(tmp_path, tiny_model_dir,
+                       {"start_rate": 8, "window_s": 0.4, "max_windows": 3},
+                       {"ttft_p99_ms": 10})
+    with MockServer(ttft_s=0.05) as server:
+        result = runner.invoke(app, ["capacity", str(path), "--url", server.url,
+                                     "--runs-dir", str(tmp_path / "runs"), "--json"])
+    assert result.exit_code == 4, result.output
+    found = json.loads(result.stdout)
+    assert [step["rate"] for step in found["steps"]] == [8, 4, 2]
+    assert found["capacity_rps"] is None and found["stop_reason"].startswith("budget")
+    assert all("ttft_p99_ms" in step["reason"] for step in found["steps"])
