@@ -84,7 +84,7 @@ def test_an_unexpected_error_in_a_run_is_an_archived_failure(tokenizer, tmp_path
     def broken_launch(*args):
         raise TypeError("a bug in mopt")
     monkeypatch.setattr(runner, "EngineProcess", NoServer)
-    monkeypatch.setattr(runner, "_launch", broken_launch)
+    monkeypatch.setattr(runner, "launch_engine", broken_launch)
     outcome = runner.run_recipe(load_recipe(ROOT / "recipes" / "tiny-cpu.yaml"), tmp_path)
     assert outcome.status == "failed:internal_error" and outcome.exit_code == EXIT_RUN_FAILED
     assert "TypeError: a bug in mopt" in outcome.failure.hint
