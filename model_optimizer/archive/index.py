@@ -282,14 +282,25 @@ def all_rows(root: str | Path, refresh_first: bool = True) -> list[dict]:
     root = Path(root).resolve()
     if not root.is_dir():
         return []
-    if refresh_first:
-        refresh(root)
-    conn = _open(root)
     try:
-        rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, id DESC").fetchall()
-    finally:
-        conn.close()
-    return [dict(row) for row in rows]
+        if refresh_first:
+            refresh(root)
+        conn = _open(root)
+        try:
+            rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, id DESC").fetchall()
+        finally:
+            conn.close()
+        return [dict(row) for row in rows]
+    except (OSError, sqlite3.Error) as exc:  # a read-only runs dir, a full disk, a broken index
+        log.warning("run index of %s unusable (%s); reading the folders", root, exc)
+        return rows_from_folders(root)
+
+
+def rows_from_folders(root: Path) -> list[dict]:
+    """Every row read straight from the folders (no index written), newest first."""
+    rows = [read_entry(folder, root) for folder in scan(root).values()
+            if not folder.name.startswith(INDEX_NAME)]
+    return sorted(rows, key=lambda r: (str(r.get("created_at") or ""), r["id"]), reverse=True)
 
 
 def find(root: str | Path, ref: str) -> list[dict]:

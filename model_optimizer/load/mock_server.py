@@ -21,8 +21,8 @@ Failure injection counts requests to the two generation endpoints from 1 in arri
 every ``fail_every_n``-th gets HTTP ``fail_status`` with an OpenAI error body, every
 ``drop_every_n``-th has its connection dropped after ``drop_after_chunks`` chunks, every
 ``stream_error_every_n``-th gets an ``error`` event after its first chunk (then ``[DONE]``).
-Hostile-server faults (for hardening tests): ``redirect_to`` answers every generation
-request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whose
+Hostile-server faults (for hardening tests): ``redirect_to`` answers ``/v1/models`` and every
+generation request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whose
 ``choices`` is an object; ``string_usage`` reports ``completion_tokens`` as a string;
 ``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded).
 
@@ -129,6 +129,8 @@ class MockApp:
         return web.Response(status=200)
 
     async def models(self, request: web.Request) -> web.Response:
+        if self.config.redirect_to:
+            raise web.HTTPTemporaryRedirect(self.config.redirect_to)
         model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "mopt",
                  "root": self.config.model, "max_model_len": 1 << 20}
         return web.json_response({"object": "list", "data": [model]})

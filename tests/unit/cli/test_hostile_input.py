@@ -45,11 +45,14 @@ def test_diff_alpha_outside_0_1_is_refused(tmp_path, alpha):
     assert result.exit_code == 2 and "--alpha" in result.output
 
 
-def test_an_index_that_is_a_folder_is_a_clean_error(tmp_path):
-    (tmp_path / "index.sqlite").mkdir()
-    (tmp_path / "x").mkdir()
-    result = invoke("runs", "--runs-dir", str(tmp_path))
-    assert result.exit_code == 2 and "index.sqlite" in result.output
+def test_an_unusable_index_falls_back_to_reading_the_folders(tmp_path):
+    (tmp_path / "index.sqlite").mkdir()  # or a read-only runs dir, or a full disk
+    (tmp_path / "20261130T000000Z-demo-abcdef").mkdir()
+    result = invoke("runs", "--runs-dir", str(tmp_path), "--json")
+    assert result.exit_code == 0
+    assert [row["id"] for row in json.loads(result.stdout)] == ["20261130T000000Z-demo-abcdef"]
+    reindex = invoke("runs", "--reindex", "--runs-dir", str(tmp_path))
+    assert reindex.exit_code == 2 and "index.sqlite" in reindex.output
 
 
 def test_wrong_typed_status_json_is_listed_not_a_crash(tmp_path):
@@ -69,3 +72,12 @@ def test_a_hung_lock_holder_does_not_block_writers_forever(tmp_path):
               index.locked(tmp_path, timeout_s=0.5)):
             pass
         assert time.monotonic() - started < 5
+
+
+def test_bench_url_that_redirects_is_refused_not_followed(tmp_path):
+    from model_optimizer.load.mock_server import MockServer
+    with MockServer() as target, MockServer(redirect_to=target.url + "/v1/models") as server:
+        result = invoke("bench", "--url", server.url, "--tokenizer", str(tmp_path),
+                        "--runs-dir", str(tmp_path / "runs"))
+        assert target.counters.requests == 0
+    assert result.exit_code == 2 and "does not follow redirects" in result.output
