@@ -43,6 +43,7 @@ from model_optimizer.errors import (
     EXIT_RUN_FAILED,
     EXIT_SLO_FAILED,
     EXIT_START_FAILED,
+    MoptError,
     UsageError,
 )
 from model_optimizer.fsutil import atomic_write_text
@@ -215,6 +216,8 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         outcome.status = STATUS_INTERRUPTED
         finish_metrics(measurement, workload, recipe, outcome, window_s=None)
         raise
+    except MoptError:
+        raise  # a failure mopt explains (bad input found late): the caller reports it
     except Exception as exc:  # noqa: BLE001 - one failed run never ends a sweep or a tune
         _internal_failure(archive, outcome, exc)
     finally:
