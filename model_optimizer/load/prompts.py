@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 MAX_FIT_ATTEMPTS = 200
@@ -114,10 +114,6 @@ class PromptSource:
     def text_tokens(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens): how long a reply is."""
         return self._count_text(text)
-
-    def one(self, kind: str, index: int) -> Any:
-        """Prompt number ``index`` of ``kind`` ('completion' or 'chat'), as make/chat build it."""
-        return self.chat_prompt(index) if kind == "chat" else self.completion_prompt(index)
 
     def server_prompt_tokens(self, prompt: str) -> int:
         """How many prompt tokens vLLM's /v1/completions counts for ``prompt``."""
@@ -205,32 +201,3 @@ class PromptSource:
                 tail = self._sample(rng, 1)
         raise RuntimeError(f"could not fit a prompt of {target} tokens after "
                            f"{MAX_FIT_ATTEMPTS} attempts")
-
-
-class LazyPrompts(Sequence):
-    """``count`` prompts of a source, the first ``eager`` built now, the rest on first use.
-
-    A run of a hundred million requests must start sending at once, not after building
-    every prompt; prompts are per-index deterministic, so building late changes nothing.
-    """
-
-    def __init__(self, source: PromptSource, count: int, chat: bool, eager: int = 1024):
-        self._make = source.chat_messages if chat else source.make
-        self._count = count
-        self._kind = "chat" if chat else "completion"
-        self._source = source
-        self._built: dict[int, Any] = dict(enumerate(self._make(min(count, eager))))
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._count))]
-        if index < 0:
-            index += self._count
-        if not 0 <= index < self._count:
-            raise IndexError(index)
-        if index not in self._built:
-            self._built[index] = self._source.one(self._kind, index)
-        return self._built[index]
