@@ -104,9 +104,14 @@ def test_ctrl_c_during_the_load_archives_interrupted_and_stops_the_engine(tmp_pa
         if phase == "progress" and data.get("done", 0) >= 1 and "sent" not in seen:
             seen.append("sent")
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C
-    with pytest.raises(KeyboardInterrupt):
-        run_recipe(loaded, tmp_path / "runs", on_event=on_event,
-                   engine_factory=MockEngine(ttft_ms=2, itl_ms=2))
+    # a shell's background job inherits SIGINT ignored: install Python's own handler here
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_recipe(loaded, tmp_path / "runs", on_event=on_event,
+                       engine_factory=MockEngine(ttft_ms=2, itl_ms=2))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     archive = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     status = read_json(archive / "status.json")
     assert status["status"] == "interrupted" and status["phase"] == "finished"
