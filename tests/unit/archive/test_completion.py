@@ -70,7 +70,10 @@ def test_bash_completion_of_commands_recipes_and_runs(tmp_path):
 
 
 def test_completion_script_is_typers(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # typer detects the shell from the parent processes unless told not to (its own test
+    # switch): then --show-completion takes the shell as a value, whatever started pytest.
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     done = subprocess.run([*MOPT, "--show-completion", "bash"], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
