@@ -35,6 +35,12 @@ class Measurement:
     reason: str | None = None         # why skipped / failed, in words
     run_ids: list[str] = field(default_factory=list)
     figures: dict = field(default_factory=dict)
+    half_widths: list[float] = field(default_factory=list)  # 95% half-width per repeat
+
+    @property
+    def half_width(self) -> float | None:
+        """The widest 95% half-width of the objective over the repeats (None without)."""
+        return max(self.half_widths) if self.half_widths else None
 
 
 def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
@@ -54,12 +60,19 @@ def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None
     return None if ok else reason
 
 
+def objective_half_width(metrics: dict, objective: str) -> float | None:
+    """The 95% half-width of the objective's steady-state interval, None without one."""
+    return ((metrics.get("intervals") or {}).get(objective) or {}).get("half_width")
+
+
 def step_figures(outcome: RunOutcome | None) -> dict:
     """The per-configuration figures the summaries show."""
     if outcome is None:
         return {}
     metrics, peaks = outcome.metrics or {}, outcome.telemetry_peaks or {}
     figures = {k: metrics.get(k) for k in FIGURE_KEYS}
+    figures.update({f"{k}_half_width": objective_half_width(metrics, k)
+                    for k in ("qps", "goodput_qps")})
     figures.update({
         "status": outcome.status, "run_id": outcome.run_id,
         "failure": outcome.failure.kind if outcome.failure else None,
@@ -110,6 +123,9 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
             result.samples, result.slo_met = [], None
             break
         result.samples.append(figure(outcome.metrics, objective) or 0.0)
+        half_width = objective_half_width(outcome.metrics, objective)
+        if half_width is not None:
+            result.half_widths.append(half_width)
         result.slo_met = result.slo_met and bool(outcome.metrics.get("slo_met"))
         result.preemptions = max(result.preemptions,
                                  outcome.telemetry_peaks.get("preemptions") or 0)

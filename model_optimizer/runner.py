@@ -47,8 +47,9 @@ from model_optimizer.errors import (
     UsageError,
 )
 from model_optimizer.fsutil import atomic_write_text
-from model_optimizer.load import prompts_needed, run_load_sync, summarize
+from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
+from model_optimizer.load.steady import summarize_steady
 from model_optimizer.load.workload import LazyItems, prepare_items
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
@@ -275,7 +276,7 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
         outcome.status = failed_status(failure.kind)
         archive.write_json(FAILURE_FILE, failure.to_dict())
     finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
-                    stopped_reason=result.stopped_reason)
+                    stopped_reason=result.stopped_reason, closed_at=result.closed_at)
     if failure is None:
         _judge_completed(archive, measurement, outcome)
 
@@ -301,10 +302,13 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
 
 
 def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
-                   runs_base: str | Path, *, on_event: EventCallback | None = None) -> RunOutcome:
+                   runs_base: str | Path, *, on_event: EventCallback | None = None,
+                   archive_extra: dict | None = None, server_pid: int | None = None,
+                   ) -> RunOutcome:
     """Load-test an already running OpenAI-compatible server with the recipe's workload.
 
-    Archived like a run (kind ``bench``), without an engine log or argv.
+    Archived like a run (kind ``bench``), without an engine log or argv; ``archive_extra``
+    goes into run.json (a probe-scan level names its sweep and scan server there).
     """
     emit = on_event or (lambda phase, data: None)
     recipe, workload = loaded.resolved, effective_workload(loaded.resolved)
@@ -313,15 +317,16 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
                           loaded.base_dir)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench")
     write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
-                                           "model": model_name, "workload": workload})
+                                           "model": model_name, "workload": workload,
+                                           **(archive_extra or {})})
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
         result = measure_endpoint(base_url, model_name, workload, archive,
-                                  measurement, emit, outcome)
+                                  measurement, emit, outcome, server_pid=server_pid)
         finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
-                        stopped_reason=result.stopped_reason)
+                        stopped_reason=result.stopped_reason, closed_at=result.closed_at)
         _judge_completed(archive, measurement, outcome)
     except KeyboardInterrupt:
         finish_metrics(measurement, workload, recipe, outcome, window_s=None)
@@ -365,16 +370,55 @@ def effective_slo(recipe: dict) -> dict:
     return slo
 
 
+@contextlib.contextmanager
+def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
+          on_event: EventCallback | None = None, archive_extra: dict | None = None,
+          engine_factory: EngineFactory | None = None):
+    """Launch ``loaded``'s server, archived (kind ``server``: run.json, engine.log, status),
+    and yield ``(engine, outcome)`` for loads run elsewhere (probe-scan). ``engine`` is None
+    when the start failed (``outcome.failure`` says why). The server group is always stopped
+    and the archive finished on exit, also on Ctrl-C."""
+    emit = on_event or (lambda phase, data: None)
+    recipe = loaded.resolved
+    check_model_present(loaded)
+    host = recipe["engine"]["host"]
+    port = recipe["engine"]["port"] or free_port(host)
+    factory = engine_factory or VllmEngine()
+    command = factory.command(recipe, loaded.base_dir, port)
+    reap_abandoned(runs_base)
+    archive = RunArchive.create(runs_base, loaded.name, kind="server")
+    write_start(archive, loaded, command.argv, command.env,
+                 {"kind": "server", **(archive_extra or {})})
+    engine = factory.process(command, archive.file("engine.log"),
+                             f"http://{'[' + host + ']' if ':' in host else host}:{port}",
+                             recipe["engine"]["startup_timeout_s"])
+    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
+    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    try:
+        launch_engine(engine, archive, emit, outcome)
+        yield (engine if outcome.failure is None else None), outcome
+        failure = engine.runtime_failure() if outcome.failure is None else outcome.failure
+        outcome.failure = failure
+        outcome.status = STATUS_OK if failure is None else failed_status(failure.kind)
+    finally:
+        with interrupts_deferred():
+            emit("stopping", {})
+            engine.stop()
+            scrub_log(archive.file("engine.log"), secret_values(engine.argv, engine.env_extra))
+            _finalize(archive, loaded, outcome)
+
+
 def finish_metrics(measurement: RunRecords, workload: dict, recipe: dict,
                    outcome: RunOutcome, window_s: float | None,
-                   stopped_reason: str | None = None) -> None:
+                   stopped_reason: str | None = None, closed_at: float | None = None) -> None:
     if window_s is None and measurement.records:  # interrupted: the span actually measured
         first_sent = min(r.sent_at for r in measurement.records)
         last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
         window_s = max(last_done - first_sent, 0.0) or None
     fixed = not (workload.get("mix") or workload.get("dataset"))
-    metrics = summarize(measurement.records, window_s, run_slo(effective_slo(recipe)),
-                        output_tokens_expected=workload["output_tokens"] if fixed else None)
+    metrics = summarize_steady(measurement.records, window_s, run_slo(effective_slo(recipe)),
+                               workload["output_tokens"] if fixed else None, close=closed_at,
+                               steady=closed_at is not None)  # interrupted: whole window
     apply_classes(metrics, measurement.records, window_s, effective_slo(recipe),
                   measurement.items.classes)
     metrics["ignore_eos"] = workload.get("ignore_eos", True)

@@ -16,11 +16,31 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def with_interval(metrics: dict, key: str, digits: int = 1) -> str:
+    """``value ± half-width`` (95%) when the run has an interval for ``key``, else the value."""
+    value = metrics.get(key)
+    half_width = ((metrics.get("intervals") or {}).get(key) or {}).get("half_width")
+    if value is None or half_width is None:
+        return fmt(value, digits)
+    return f"{fmt(float(value), digits)} ± {half_width:,.{digits}f}"
+
+
+def steady_line(metrics: dict) -> str | None:
+    """One sentence on the steady window the figures come from, None without one."""
+    steady = metrics.get("steady")
+    if not steady:
+        return None
+    return (f"steady state: {fmt(steady['window_s'], 1)} s after a {fmt(steady['ramp_s'], 1)} s "
+            f"ramp, {steady['completed']} completions counted for throughput, "
+            f"{steady['latency_requests']} requests for latency ({steady['drain_requests']} "
+            f"still running at the close: latency counted, throughput not); ± = 95% interval")
+
+
 def metrics_table(metrics: dict) -> list[str]:
-    """Markdown table of latency percentiles (ms)."""
+    """Markdown table of latency percentiles (ms), ``± half-width`` where measured."""
     lines = ["| metric | mean | p50 | p90 | p99 |", "|---|---:|---:|---:|---:|"]
     for label, key in _LATENCY_ROWS:
-        cells = [fmt(metrics.get(f"{key}_{s}_ms")) for s in ("mean", "p50", "p90", "p99")]
+        cells = [with_interval(metrics, f"{key}_{s}_ms") for s in ("mean", "p50", "p90", "p99")]
         lines.append(f"| {label} (ms) | " + " | ".join(cells) + " |")
     return lines
 
@@ -66,8 +86,8 @@ def workload_text(workload: dict) -> str:
         shape = f"{workload['prompt_tokens']} prompt / {workload['output_tokens']} output tokens"
     eos = "" if workload.get("ignore_eos", True) else " (no ignore_eos: output lengths vary)"
     return (f"{shape}{eos}, concurrency {workload.get('concurrency')}, rate "
-            f"{workload['request_rate']}, {workload.get('num_requests')} requests "
-            f"(+{workload['warmup_requests']} warm-up)")
+            f"{workload['request_rate']}, {_window_words(workload)} "
+            f"(+{workload['warmup_requests']} warm-up requests)")
 
 
 def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
@@ -87,11 +107,15 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
         lines += ["", "## Figures", "",
                   f"- requests: {metrics['completed']} completed, {metrics['failed']} failed "
                   f"in {fmt(metrics.get('window_s'), 2)} s",
-                  f"- throughput: {fmt(metrics.get('qps'), 2)} req/s, "
-                  f"{fmt(metrics.get('output_tok_s'))} output tok/s, "
-                  f"{fmt(metrics.get('total_tok_s'))} total tok/s",
-                  f"- goodput: {fmt(metrics.get('goodput_qps'), 2)} req/s meeting every SLO",
-                  "", *metrics_table(metrics)]
+                  f"- throughput: {with_interval(metrics, 'qps', 2)} req/s, "
+                  f"{with_interval(metrics, 'output_tok_s')} output tok/s, "
+                  f"{with_interval(metrics, 'total_tok_s')} total tok/s",
+                  f"- goodput: {with_interval(metrics, 'goodput_qps', 2)} req/s meeting every "
+                  "SLO"]
+        steady = steady_line(metrics)
+        lines += [f"- {steady}"] if steady else [
+            "- whole window (too short for a steady state): no intervals"]
+        lines += ["", *metrics_table(metrics)]
         if metrics.get("classes"):
             lines += ["", "### Per class", "", *class_table(metrics)]
         violations = metrics.get("slo_violations") or []
@@ -105,3 +129,17 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
               "(output tokens - 1); ITL = gaps between content chunks; output tokens from the "
               "server's usage.", ""]
     return "\n".join(lines)
+
+
+def _window_words(workload: dict) -> str:
+    """``20 s`` / ``120 requests`` / ``120 requests or 20 s``, and the precision target."""
+    parts = []
+    if workload.get("num_requests") is not None:
+        parts.append(f"{workload['num_requests']} requests")
+    if workload.get("duration_s") is not None:
+        parts.append(f"{workload['duration_s']:g} s")
+    words = " or ".join(parts) or "unbounded"
+    if workload.get("target_half_width"):
+        words += (f" (then until QPS is within ±{workload['target_half_width']:.0%}, at most "
+                  f"{workload.get('max_duration_s') or 120:g} s)")
+    return words

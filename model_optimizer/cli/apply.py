@@ -10,7 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.archive.report import CLASS_COLUMNS, class_rows, fmt
+from model_optimizer.archive.report import (
+    CLASS_COLUMNS,
+    class_rows,
+    fmt,
+    steady_line,
+    with_interval,
+)
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -42,7 +48,7 @@ def summary_table(outcome: RunOutcome) -> Table:
         table.add_column(column, justify="left" if column == "metric" else "right")
     for label, key in (("TTFT ms", "ttft"), ("TPOT ms", "tpot"), ("ITL ms", "itl"),
                        ("E2E ms", "e2e")):
-        table.add_row(label, *(fmt(metrics.get(f"{key}_{s}_ms"))
+        table.add_row(label, *(with_interval(metrics, f"{key}_{s}_ms")
                                for s in ("mean", "p50", "p90", "p99")))
     return table
 
@@ -74,9 +80,12 @@ def print_outcome(outcome: RunOutcome) -> None:
             console.print(per_class)
         console.print(
             f"{metrics['completed']} ok / {metrics['failed']} failed in "
-            f"{fmt(metrics.get('window_s'), 2)} s: {fmt(metrics.get('qps'), 2)} req/s, "
-            f"{fmt(metrics.get('output_tok_s'))} output tok/s, "
-            f"goodput {fmt(metrics.get('goodput_qps'), 2)} req/s", highlight=False)
+            f"{fmt(metrics.get('window_s'), 2)} s: {with_interval(metrics, 'qps', 2)} req/s, "
+            f"{with_interval(metrics, 'output_tok_s')} output tok/s, "
+            f"goodput {with_interval(metrics, 'goodput_qps', 2)} req/s", highlight=False)
+        steady = steady_line(metrics)
+        if steady:
+            console.print(steady, highlight=False, style="dim")
         if outcome.ok:
             verdict = ("[green]SLOs met[/]" if outcome.slo_met else
                        "[red]SLOs not met:[/] " + "; ".join(metrics.get("slo_violations") or []))

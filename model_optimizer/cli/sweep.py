@@ -46,8 +46,17 @@ class SweepProgress(SearchProgress):
 
     def _on_step_done(self, data: dict) -> None:
         metric = fmt(data["metric"], 2) if data["metric"] is not None else "-"
+        if data.get("half_width") is not None and data["metric"] is not None:
+            metric += f" ± {data['half_width']:.2f}"
         extra = f", {data['failure']}" if data["failure"] else ""
         self._log(f"  -> {data['status']}{extra}, objective {metric}")
+
+    def _on_probe_server(self, data: dict) -> None:
+        self._log(f"probe-scan: one server at max_num_seqs={data['max_num_seqs']}, the "
+                  "concurrency scanned on it")
+
+    def _on_probe_failed(self, data: dict) -> None:
+        self._log(data["reason"])
 
     def _on_skipped(self, data: dict) -> None:
         self._log(f"  skipped {data['value']} without a launch: {data['reason']}")
@@ -79,6 +88,11 @@ def sweep(
     = None,
     values: Annotated[str | None, typer.Option(help="Comma-separated values for categorical "
                                                "knobs, e.g. auto,fp8.")] = None,
+    strategy: Annotated[str | None, typer.Option(
+        help="probe-scan: launch once at the ceiling and scan the concurrency on that server, "
+             "then launch once to confirm (max_num_seqs with workload.concurrency null and a "
+             "closed loop only); relaunch: one launch per value; auto (the default, "
+             "sweep.strategy): probe-scan where valid.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
                                                 "over RECIPE.")] = None,
     model_config: Annotated[Path | None, typer.Option(
@@ -92,8 +106,10 @@ def sweep(
     force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Sweep one engine knob: grow it until throughput plateaus, memory runs out or an SLO
-    breaks, bisect, confirm the knee with a sustained run, and write a new recipe revision.
+    """Sweep one engine knob: grow it until throughput plateaus (by 95% intervals), memory
+    runs out or an SLO breaks, bisect, re-measure the top two interleaved, confirm the knee
+    with a sustained run, and write a new recipe revision. max_num_seqs is scanned on one
+    server (probe-scan) where valid.
 
     Without RECIPE, sweeps the current recipe (see `mopt status`). A preflight checks in
     seconds what would make the launches fail before the first one.
@@ -107,7 +123,7 @@ def sweep(
     progress_console = err_console if as_json else console
     progress = SweepProgress(progress_console)
     flags = {"param": param, "start": start, "growth": growth, "step": step,
-             "max": max_value, "values": _values(values)}
+             "max": max_value, "values": _values(values), "strategy": strategy}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
                             model_config, flags, force),
                progress, "sweep", "report.md, summary.csv, plot.png", as_json)

@@ -47,10 +47,12 @@ from typing import Any
 import aiohttp
 
 from model_optimizer.load.stats import percentile
+from model_optimizer.load.steady import qps_precision
 from model_optimizer.load.workload import WorkItem, api_headers
 
 PROGRESS_INTERVAL_S = 0.5
 MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
+DEFAULT_MAX_DURATION_S = 120.0
 STOP_POLL_INTERVAL_S = 0.1
 ERROR_BODY_CHARS = 300
 
@@ -94,6 +96,7 @@ class LoadResult:
     window_end: float | None
     window_s: float | None
     stopped_reason: str | None = None
+    closed_at: float | None = None   # when sending stopped: the steady window's close
 
 
 class _Clock:
@@ -291,6 +294,8 @@ class _LoadRun:
         self.phase = "warmup"
         self.phase_start_perf = time.perf_counter()
         self.window_start_perf: float | None = None
+        self.deadline_perf: float | None = None
+        self.closed_perf: float | None = None
         self.last_finish_perf: float | None = None
         self.sorted_ttft_s: list[float] = []
 
@@ -327,9 +332,24 @@ class _LoadRun:
         self.phase = "measure"
         self.phase_start_perf = self.window_start_perf = time.perf_counter()
         duration_s = self.workload.get("duration_s")
-        deadline = None if duration_s is None else self.window_start_perf + float(duration_s)
+        if self.workload.get("target_half_width") and duration_s is not None:
+            duration_s = self.workload.get("max_duration_s") or DEFAULT_MAX_DURATION_S
+        if duration_s is not None:
+            self.deadline_perf = self.window_start_perf + float(duration_s)
         count = self.workload.get("num_requests")
-        await self._phase(warmup=False, count=count, rate=self.rate, deadline=deadline)
+        await self._phase(warmup=False, count=count, rate=self.rate,
+                          deadline=self.deadline_perf)
+
+    def _precise_enough(self) -> bool:
+        """With target_half_width: the minimum duration passed and the QPS interval is tight."""
+        target, minimum = self.workload.get("target_half_width"), self.workload.get("duration_s")
+        if not target or minimum is None or self.window_start_perf is None:
+            return False
+        now = time.perf_counter()
+        if now - self.window_start_perf < float(minimum):
+            return False
+        precision = qps_precision(self.records, self.clock.wall(now))
+        return precision is not None and precision <= float(target)
 
     async def _phase(self, warmup: bool, count: int | None, rate: float | None,
                      deadline: float | None) -> None:
@@ -350,6 +370,8 @@ class _LoadRun:
         next_arrival = time.perf_counter()
         index = 0
         while count is None or index < count:
+            if not warmup:
+                deadline = self.deadline_perf
             if rate is not None:
                 if index:
                     next_arrival += rng.expovariate(rate)
@@ -357,11 +379,16 @@ class _LoadRun:
                 await asyncio.sleep(max(0.0, wake - time.perf_counter()))
             if self.semaphore is not None:
                 await self.semaphore.acquire()
+            if not warmup:
+                deadline = self.deadline_perf
             if deadline is not None and time.perf_counter() >= deadline:
                 if self.semaphore is not None:
                     self.semaphore.release()
+                self.closed_perf = deadline
                 return
             self._launch(index, warmup)
+            if not warmup:
+                self.closed_perf = time.perf_counter()
             index += 1
 
     def _launch(self, index: int, warmup: bool) -> None:
@@ -482,6 +509,8 @@ class _LoadRun:
             if time.perf_counter() - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = time.perf_counter()
                 self._emit_progress()
+                if self.phase == "measure" and self._precise_enough():
+                    self.deadline_perf = time.perf_counter()
 
     def _poll_should_stop(self) -> None:
         try:
@@ -522,7 +551,9 @@ class _LoadRun:
         }
 
     def _result(self) -> LoadResult:
-        start = end = window_s = None
+        start = end = window_s = closed = None
+        if self.closed_perf is not None:
+            closed = self.clock.wall(self.closed_perf)
         if self.window_start_perf is not None:
             end_perf = self.last_finish_perf or self.window_start_perf
             start = self.clock.wall(self.window_start_perf)
@@ -530,7 +561,7 @@ class _LoadRun:
             window_s = end_perf - self.window_start_perf
         return LoadResult(records=self.records, warmup_records=self.warmup_records,
                           window_start=start, window_end=end, window_s=window_s,
-                          stopped_reason=self.stop_reason)
+                          stopped_reason=self.stop_reason, closed_at=closed)
 
 
 async def _error_text(response: aiohttp.ClientResponse) -> str:

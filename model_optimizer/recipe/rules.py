@@ -111,6 +111,11 @@ def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         out.append(smap.diagnostic(
             ("workload",), "the load has no end: num_requests and duration_s are both null",
             "set at least one of them"))
+    if workload.get("target_half_width") and workload.get("duration_s") is None:
+        out.append(smap.diagnostic(
+            ("workload", "target_half_width"),
+            "target_half_width needs duration_s (the shortest window before precision is "
+            "checked)", "set workload.duration_s, e.g. 20"))
     return out
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from model_optimizer.measure import Measurement, step_figures, variant
+from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
@@ -28,7 +29,9 @@ from model_optimizer.search.session import (
     SearchState,
     read_search_archive,
 )
+from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
 from model_optimizer.sweep.outputs import write_outputs
+from model_optimizer.sweep.probe import ProbeServer, resolve_strategy, scan_ceiling
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -53,6 +56,10 @@ class SweepState(SearchState):
     decisions: list[dict] = field(default_factory=list)
     figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> step figures
     confirmations: list[dict] = field(default_factory=list)
+    strategy: str = "relaunch"          # relaunch | probe-scan (as resolved at the start)
+    strategy_reason: str = ""
+    server_launches: int = 0            # probe-scan: launches of the scan server
+    scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -118,14 +125,17 @@ def point_of(value: object, phase: str, measured: Measurement) -> Point:
     return Point(value=value, phase=phase, status=measured.status,
                  metric_samples=measured.samples, slo_met=measured.slo_met,
                  preemptions=measured.preemptions, failure_kind=measured.failure_kind,
-                 launches=len(measured.run_ids), run_ids=measured.run_ids)
+                 launches=len(measured.run_ids), run_ids=measured.run_ids,
+                 half_width=measured.half_width)
 
 
 class SweepRunner:
     """Runs one sweep (new or resumed) in its search session."""
 
-    def __init__(self, session: SearchSession, measure: Measure | None = None):
-        self.session = session
+    def __init__(self, session: SearchSession, measure: Measure | None = None,
+                 engine_factory=None):
+        self.session, self.engine_factory = session, engine_factory
+        self.injected, self.probe = measure is not None, None
         self.loaded = session.loaded
         self.state: SweepState = session.state  # type: ignore[assignment]
         self.emit = session.emit
@@ -137,8 +147,62 @@ class SweepRunner:
         return self.session.run(self._search_and_choose, self._finish, self._interrupted)
 
     def _search_and_choose(self) -> SweepOutcome:
-        self._search()
+        if self.state.strategy == "probe-scan" and not self.injected:
+            self._probe_scan()
+        else:
+            self._search()
+            self._remeasure()
         return self._choose_and_confirm()
+
+    def _probe_scan(self) -> None:
+        """Search and re-measure on one live server at the ceiling (``sweep/probe.py``)."""
+        if self.state.scan_finished:
+            return
+        probe = ProbeServer(self.loaded, self.session.steps_dir, int(self.state.config.max),
+                            self.state.objective, self.session.archive.id, self.emit,
+                            self.engine_factory)
+        with probe:
+            self.state.server_launches += 1
+            self.session.save()
+            if probe.started:
+                self.probe = probe
+                self._search()
+                self._remeasure()
+                self.state.scan_finished = True
+                self.session.save()
+        self.probe = None
+        if not probe.started:  # the ceiling did not start: one launch per value instead
+            failure = probe.outcome.failure
+            self.state.strategy = "relaunch"
+            self.state.strategy_reason = (f"the probe-scan server at max_num_seqs="
+                                          f"{probe.ceiling} failed to start "
+                                          f"({failure.kind if failure else 'unknown'}), so "
+                                          "every value is launched")
+            self.emit("probe_failed", {"reason": self.state.strategy_reason})
+            self._search()
+            self._remeasure()
+
+    def _remeasure(self) -> None:
+        """Measure the top candidates again, interleaved (A B A B), before choosing."""
+        config = self.state.config
+        if config.categorical:
+            return
+        rounds = self.settings.get("remeasure_rounds", 2)
+        while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
+            used = sum(point.launches for point in self.state.history)
+            if (config.max_launches is not None and used >= config.max_launches) \
+                    or self.session.out_of_time(self.settings.get("max_minutes")):
+                self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
+                                      f"the budget ({used} launches used)", "budget")
+                return
+            pair = sorted(set(plan), key=plan.index)
+            reason = (f"re-measure {plan[0]} (interleaved with "
+                      f"{' and '.join(str(v) for v in pair if v != plan[0]) or 'itself'}) "
+                      "before choosing the knee: a slow minute hits both")
+            self._record_decision(plan[0], PHASE_REMEASURE, reason, None)
+            self.emit("step", {"index": len(self.state.history) + 1, "value": plan[0],
+                               "phase": PHASE_REMEASURE, "reason": reason})
+            self._measure_step(plan[0], PHASE_REMEASURE)
 
     def _finish(self, outcome: SweepOutcome) -> tuple[str, dict]:
         write_outputs(self.session.archive, self.loaded, self.state, outcome.chosen,
@@ -151,6 +215,8 @@ class SweepRunner:
 
     # ----- the search -------------------------------------------------------------------
     def _search(self) -> None:
+        if any(point.phase == PHASE_REMEASURE for point in self.state.history):
+            return  # resumed after the search had finished
         while True:
             decision = next_value(self.state.config, self.state.history)
             out_of_time = self.session.out_of_time(self.settings.get("max_minutes"))
@@ -164,15 +230,22 @@ class SweepRunner:
                                   decision.stop_rule)
             self.emit("step", {"index": len(self.state.history) + 1, "value": decision.value,
                                "phase": decision.phase, "reason": decision.reason})
-            measured = self.measure(self.step_recipe(decision.value), decision.value)
+            self._measure_step(decision.value, decision.phase)
+
+    def _measure_step(self, value, phase: str) -> None:
+        if self.probe is not None:  # a level on the live scan server
+            point, self.state.figures[str(value)] = self.probe.measure(value, phase)
+        else:
+            measured = self.measure(self.step_recipe(value), value)
             if measured.status == "skipped":
-                self.emit("skipped", {"value": decision.value, "reason": measured.reason})
-            point = point_of(decision.value, decision.phase, measured)
+                self.emit("skipped", {"value": value, "reason": measured.reason})
+            point = point_of(value, phase, measured)
             self.state.figures[str(point.value)] = measured.figures
-            self.state.history.append(point)
-            self.session.save()
-            self.emit("step_done", {"value": point.value, "status": point.status,
-                                    "metric": point.metric, "failure": point.failure_kind})
+        self.state.history.append(point)
+        self.session.save()
+        self.emit("step_done", {"value": point.value, "status": point.status,
+                                "metric": point.metric, "failure": point.failure_kind,
+                                "half_width": point.half_width})
 
     def _record_decision(self, value, phase, reason: str, stop_rule) -> None:
         self.state.decisions.append({"value": value, "phase": phase, "reason": reason,
@@ -233,6 +306,7 @@ class SweepRunner:
         outcome = run_recipe(self.step_recipe(candidate.value), self.session.steps_dir,
                              on_event=self.emit,
                              workload_override={"duration_s": seconds, "num_requests": None},
+                             engine_factory=self.engine_factory,
                              archive_extra={KIND: self.session.archive.id, "confirm": True,
                                             "value": candidate.value})
         problems = confirmation_problems(outcome, self.loaded.resolved)
@@ -286,19 +360,27 @@ def _objective(recipe: dict, has_slo: bool) -> str:
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
                 output: Path | None = None, model_config: Path | None = None,
                 on_event: EventCallback | None = None,
-                measure: Measure | None = None) -> SweepOutcome:
-    """Begin a new sweep of ``loaded`` and run it to the end."""
+                measure: Measure | None = None, engine_factory=None) -> SweepOutcome:
+    """Begin a new sweep of ``loaded`` and run it to the end (``engine_factory``: the scan
+    and confirmation servers, vLLM by default, the mock server in tests)."""
     recipe = loaded.resolved
+    requested = flags.pop("strategy", None) or recipe["sweep"].get("strategy", "auto")
     config = build_config(recipe, **flags)
+    strategy, why = resolve_strategy(requested, recipe, config)
+    model_config_path = default_model_config(loaded, model_config)
+    if strategy == "probe-scan":
+        config.max = scan_ceiling(loaded, config, load_model_config(model_config_path)
+                                  if model_config_path else None)
     has_slo = any(v is not None for v in recipe["slo"].values())
     state = SweepState(
         config=config, recipe_file=str(loaded.path), overrides=list(loaded.overrides),
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=_objective(recipe, has_slo),
-        output=str(output or loaded.path), model_config=default_model_config(loaded, model_config))
+        output=str(output or loaded.path), model_config=model_config_path,
+        strategy=strategy, strategy_reason=why)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
-    return SweepRunner(session, measure).run()
+    return SweepRunner(session, measure, engine_factory).run()
 
 
 def resume_sweep(sweep_dir: Path, *, on_event: EventCallback | None = None,

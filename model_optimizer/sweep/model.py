@@ -14,11 +14,12 @@ from typing import Any
 
 from model_optimizer.errors import UsageError
 from model_optimizer.search.knobs import FLOAT_DECIMALS, FLOAT_KNOBS
+from model_optimizer.sweep.decide import PHASE_REMEASURE
 
 PHASE_GROW = "grow"
 PHASE_BISECT = "bisect"
 PHASE_CATEGORICAL = "categorical"
-PHASES = (PHASE_GROW, PHASE_BISECT, PHASE_CATEGORICAL)
+PHASES = (PHASE_GROW, PHASE_BISECT, PHASE_CATEGORICAL, PHASE_REMEASURE)
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -26,7 +27,7 @@ STATUS_SKIPPED = "skipped"
 STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_SKIPPED)
 
 #: failure classes meaning "does not fit in memory" (engine.classify.MEMORY_CLASSES + planner)
-MEMORY_FAILURE_KINDS = frozenset({"oom", "kv_cache_too_small", "planner"})
+MEMORY_FAILURE_KINDS = frozenset({"oom", "kv_cache_too_small", "planner", "kv_cache_full"})
 
 STOP_RULES = (
     "plateau", "regression", "memory", "failure", "slo", "preemption", "max", "budget",
@@ -34,7 +35,8 @@ STOP_RULES = (
 )
 
 #: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
-LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class"})
+LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class",
+                       "remeasure_rounds", "strategy"})
 
 
 class SweepConfigError(UsageError, ValueError):
@@ -135,6 +137,7 @@ class Point:
     failure_kind: str | None = None
     launches: int = 0
     run_ids: list[str] = field(default_factory=list)
+    half_width: float | None = None   # 95% half-width of the window's metric (steady state)
 
     @property
     def metric(self) -> float | None:

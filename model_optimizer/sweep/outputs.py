@@ -16,9 +16,10 @@ from model_optimizer.archive.names import (
 )
 from model_optimizer.archive.report import fmt
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
+from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise
 
-CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, *RESOURCE_KEYS, "failure",
-               "reason")
+CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
+               "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
 
 
 def summary_rows(state) -> list[dict[str, Any]]:
@@ -35,6 +36,7 @@ def summary_rows(state) -> list[dict[str, Any]]:
                 row[column] = figures.get(column)
         if point.metric is not None:
             row[state.objective] = point.metric  # the median over repeats
+            row[f"{state.objective}_half_width"] = point.half_width
         rows.append(row)
     return rows
 
@@ -49,14 +51,17 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                   written: Path | None = None) -> None:
     """Write summary.json, summary.csv, plot.png and report.md (each atomically)."""
     rows = summary_rows(state)
-    stop = next((d for d in reversed(state.decisions) if d["value"] is None), None)
+    stop = next((d for d in reversed(state.decisions)
+                 if d["value"] is None and d["phase"] != PHASE_REMEASURE), None)
     summary = {"sweep_id": archive.id, "param": state.config.param,
                "objective": state.objective, "tie_concurrency": state.tie_concurrency,
                "steps": rows, "stop": stop, "chosen": chosen.to_dict() if chosen else None,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
+               "noise": measured_noise(state.history),
                "written": str(written) if written else None,
-               "launches": sum(p.launches for p in state.history)
+               "strategy": state.strategy, "strategy_reason": state.strategy_reason,
+               "launches": sum(p.launches for p in state.history) + state.server_launches
                + sum(1 for c in state.confirmations if not c.get("skipped"))}
     archive.write_json(SUMMARY_FILE, summary)
     buffer = io.StringIO()
@@ -126,22 +131,28 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
              f"- recipe: **{loaded.name}** revision {loaded.resolved['revision']}",
              f"- swept: `engine.{state.config.param}`; objective: {state.objective} "
              "(median over repeats)",
+             f"- strategy: **{state.strategy}** ({state.strategy_reason})",
              f"- launches: {summary['launches']}"]
+    if state.strategy == "probe-scan":
+        lines.append(f"- one server launched at max_num_seqs={state.config.max:g}; each value "
+                     "below is a steady-state window at that concurrency on it (its own "
+                     "archive under steps/), then one launch at the chosen value confirms it")
     if state.tie_concurrency:
         lines.append("- the recipe leaves `workload.concurrency` unset, so the client "
                      "concurrency was tied to max_num_seqs at every step (enough requests "
                      "in flight to fill the batch)")
-    lines += ["", "| step | value | status | QPS | goodput | TTFT p99 ms | TPOT p50 ms | "
+    lines += ["", "| step | value | status | QPS (± 95%) | goodput | TTFT p99 ms | TPOT p50 ms | "
               "preemptions | why this value |", "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         status = r["status"] + (f" ({r['failure']})" if r["failure"] else "")
-        lines.append(f"| {r['step']} | {r['value']} | {status} | {fmt(r['qps'], 2)} | "
-                     f"{fmt(r['goodput_qps'], 2)} | {fmt(r['ttft_p99_ms'])} | "
+        lines.append(f"| {r['step']} | {r['value']} | {status} | {_pm(r, 'qps')} | "
+                     f"{_pm(r, 'goodput_qps')} | {fmt(r['ttft_p99_ms'])} | "
                      f"{fmt(r['tpot_p50_ms'], 2)} | {fmt(r['preemptions'])} | {r['reason']} |")
     if summary["stop"]:
         lines += ["", f"**Search stopped** ({summary['stop'].get('stop_rule')}): "
                   f"{summary['stop']['reason']}"]
-    lines += ["", f"**Choice**: {summary['chosen_reason']}"]
+    lines += ["", f"**Measured noise**: {noise_sentence(summary['noise'])}",
+              "", f"**Choice**: {summary['chosen_reason']}"]
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
             confirmation.get("problems") or [])
@@ -151,3 +162,20 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
                      "(the previous revision is kept here as `recipe.given.yaml`).")
     lines += ["", "![throughput and latency](plot.png)", ""]
     return "\n".join(lines)
+
+
+def _pm(row: dict, key: str) -> str:
+    """``54.10 ± 2.30`` from a summary row, the bare value without a half-width."""
+    half = row.get(f"{key}_half_width")
+    return fmt(row.get(key), 2) if half is None or row.get(key) is None else \
+        f"{fmt(row[key], 2)} ± {half:.2f}"
+
+
+def noise_sentence(noise: dict | None) -> str:
+    """The measured run-to-run noise in words."""
+    if not noise:
+        return ("no value was measured twice, so only the noise inside each window "
+                "(the ± intervals) is known")
+    return (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
+            f"({noise['windows']} windows of {noise['values']} values, re-measured "
+            "interleaved)")

@@ -17,13 +17,13 @@ Numeric knobs are searched in two phases.
      ``failure``: failed for any other reason. Either way that value is a ceiling: nothing at
      or above the lowest failed or skipped value is ever proposed again.
    - ``slo``: ``slo_met`` is False; ``preemption``: ``preemptions > 0``.
-   - against the previous growth point, with ``t = plateau_threshold`` and medians compared:
-     a *gain* is a rise of at least ``t``; a *regression* (stop ``regression``) is a fall of
-     more than ``t`` with disjoint sample ranges (current max < previous min, which one
-     sample each reduces to the fall itself); anything else is a *flat* step. A flat step
-     stops growth (``plateau``) unless the relative spread ``(max - min) / median`` of either
-     point exceeds ``t``: then the difference is inside the noise and one more growth step is
-     measured; two flat steps in a row (no gain in between) stop growth even when noisy.
+   - against the best growth point so far, by intervals (:mod:`model_optimizer.sweep.decide`:
+     each point's 95% half-width widened by the spread of its repeats): a *gain* must clear
+     both ``t = plateau_threshold`` and the noise; a *regression* (stop ``regression``) needs
+     disjoint intervals and a fall of more than ``t``; a *flat* step (stop ``plateau``) is one
+     whose whole interval of gain stays under ``t``. Anything else is *undecided*: inside the
+     noise, so growth goes on. Without intervals (one sample, no half-width) this reduces to
+     comparing the numbers.
    - ``max``: the last growth point is the cap.
 
 2. **Bisection**, recomputed from all measured points on every call. ``best`` is the largest
@@ -52,6 +52,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from model_optimizer.sweep.decide import PHASE_REMEASURE, compare, pooled  # noqa: F401
 from model_optimizer.sweep.model import (  # noqa: F401 - the strategy's vocabulary, re-exported
     FLOAT_KNOBS,
     LOOP_KEYS,
@@ -140,63 +141,62 @@ def _gain(previous: Point, current: Point) -> float:
     return math.inf if current.metric > 0 else 0.0
 
 
-def _classify_step(config: SweepConfig, previous: Point, current: Point) -> str:
-    """One growth step: ``gain``, ``regression``, ``flat`` or ``noisy_flat``.
-
-    - gain: the median rose by at least plateau_threshold.
-    - regression: the median fell by more than plateau_threshold and the sample ranges are
-      disjoint (current max < previous min; with one sample each this is just the drop).
-    - noisy_flat: neither, and the relative spread of either point exceeds the threshold.
-    - flat: neither, with both spreads within the threshold.
-    """
-    threshold = config.plateau_threshold
-    gain = _gain(previous, current)
-    if gain >= threshold:
-        return "gain"
-    if gain < -threshold and current.spread[1] < previous.spread[0]:
-        return "regression"
-    noisy = max(previous.relative_spread, current.relative_spread) > threshold
-    return "noisy_flat" if noisy else "flat"
+def _classify_step(config: SweepConfig, best: Point, current: Point) -> str:
+    """One growth step against the best point so far: ``gain``, ``regression``, ``flat``
+    or ``undecided`` (:func:`model_optimizer.sweep.decide.compare`)."""
+    return compare(config.plateau_threshold, best, current)
 
 
 def _step_evidence(config: SweepConfig, previous: Point, current: Point) -> str:
     gain = _gain(previous, current)
     gain_text = "an infinite gain" if math.isinf(gain) else f"{gain * 100:+.1f}%"
     return (
-        f"{config.param}={_fmt_value(current.value)} gave {_fmt_metric(current.metric)}, "
-        f"{gain_text} over {_fmt_metric(previous.metric)} at {_fmt_value(previous.value)}"
+        f"{config.param}={_fmt_value(current.value)} gave {_fmt_interval(current)}, "
+        f"{gain_text} over {_fmt_interval(previous)} at {_fmt_value(previous.value)}"
     )
+
+
+def _fmt_interval(point: Point) -> str:
+    """``54.1 ± 2.3 req/s`` when the point has an interval, else its metric."""
+    half = (point.spread[1] - point.spread[0]) / 2 if point.metric_samples else 0
+    half = max(half, point.half_width or 0)
+    return _fmt_metric(point.metric) if not half else \
+        f"{point.metric:.1f} ± {half:.1f} req/s"
 
 
 def _evaluate_growth(config: SweepConfig, grow_points: Sequence[Point]) -> _Growth:
     """Replay the growth points in order and return the first stop, or the next value."""
     threshold_text = _fmt_pct(config.plateau_threshold)
-    flat_steps = 0
     reason = ""
-    for index, point in enumerate(grow_points):
+    best: Point | None = None
+    for point in grow_points:
         rule = _unacceptable_rule(point)
         if rule is not None:
             return _Growth(rule, f"growth stopped ({rule}) at {config.param}="
                                  f"{_fmt_value(point.value)}: {_describe(point)}")
-        if index == 0:
-            reason = f"{config.param}={_fmt_value(point.value)} gave {_fmt_metric(point.metric)}"
+        if best is None:
+            best = point
+            reason = f"{config.param}={_fmt_value(point.value)} gave {_fmt_interval(point)}"
             continue
-        previous = grow_points[index - 1]
-        kind = _classify_step(config, previous, point)
-        evidence = _step_evidence(config, previous, point)
-        flat_steps = 0 if kind == "gain" else flat_steps + 1
+        kind = _classify_step(config, best, point)
+        evidence = _step_evidence(config, best, point)
         if kind == "regression":
             return _Growth("regression", f"growth stopped (regression): {evidence}, "
-                                         f"a drop beyond {threshold_text} with disjoint ranges")
-        if kind == "flat" or flat_steps >= 2:
-            detail = "two steps in a row" if flat_steps >= 2 else "the step"
-            return _Growth("plateau", f"growth stopped (plateau): {evidence}; {detail} "
-                                      f"gained less than {threshold_text}")
-        if kind == "noisy_flat":
-            reason = (f"{evidence}: less than {threshold_text} but inside the noise (spread "
-                      f"above {threshold_text}), so one more step")
+                                         f"a drop beyond {threshold_text} with disjoint "
+                                         "intervals")
+        if kind == "flat":
+            return _Growth("plateau", f"growth stopped (plateau): {evidence}; the step "
+                                      f"gained less than {threshold_text}, noise included")
+        if kind == "undecided":
+            reason = (f"{evidence}: inside the noise (the intervals cannot tell a gain of "
+                      f"{threshold_text} from none), so one more step")
         else:
-            reason = f"{evidence} (threshold {threshold_text})"
+            noisy = point.half_width or best.half_width or point.relative_spread \
+                or best.relative_spread
+            reason = (f"{evidence} (threshold {threshold_text}"
+                      f"{', outside the noise' if noisy else ''})")
+        if point.metric > best.metric:
+            best = point
     return _next_growth(config, grow_points, reason)
 
 
@@ -224,11 +224,9 @@ def growth_stop(config: SweepConfig, history: Sequence[Point]) -> tuple[str | No
 
 
 def _latest_by_value(history: Iterable[Point]) -> dict[float, Point]:
-    """Measured points keyed by value, sorted by value; a re-measured value keeps the latest."""
-    points: dict[float, Point] = {}
-    for point in history:
-        points[point.value] = point
-    return dict(sorted(points.items()))
+    """Measured points keyed by value, sorted by value; every measurement of a value pooled
+    (:func:`model_optimizer.sweep.decide.pooled`: its samples' median is compared)."""
+    return {point.value: point for point in sorted(pooled(history), key=lambda p: p.value)}
 
 
 def _best_metric(points: Iterable[Point]) -> float | None:
@@ -387,8 +385,9 @@ def choose(config: SweepConfig, history: Sequence[Point], *,
            unit: str = "req/s") -> tuple[Point | None, str]:
     """The chosen point and a sentence with the figures, or (None, why) if none is acceptable.
 
-    Numeric knobs: the smallest acceptable value whose median metric is at least
-    ``(1 - plateau_threshold) * best`` (the knee, not the raw maximum). Categorical knobs:
+    Numeric knobs: the smallest acceptable value whose median metric (every measurement of
+    the value pooled, re-measurements included) is at least ``(1 - plateau_threshold) * best``
+    (the knee, not the raw maximum). Categorical knobs:
     the best acceptable metric, ties going to the value listed first in ``values``.
     """
     order = _fallback_order(config, history)
@@ -396,7 +395,7 @@ def choose(config: SweepConfig, history: Sequence[Point], *,
         tried = ", ".join(f"{_fmt_value(p.value)} ({_describe(p)})" for p in history)
         return None, f"no acceptable value of {config.param}; tried: {tried or 'nothing'}"
     chosen = order[0]
-    acceptable = [point for point in history if point.acceptable]
+    acceptable = [point for point in pooled(history) if point.acceptable]
     best_point = max(acceptable, key=lambda point: point.metric)
     head = f"{config.param}={_fmt_value(chosen.value)}: {_fmt_metric(chosen.metric, unit)}"
     if config.categorical or best_point.value == chosen.value:
@@ -409,7 +408,7 @@ def _fallback_order(config: SweepConfig, history: Sequence[Point]) -> list[Point
     """The chosen point followed by the points to try if it is rejected, in order."""
     if config.categorical:
         position = {_categorical_key(value): index for index, value in enumerate(config.values)}
-        latest = {_categorical_key(point.value): point for point in history}
+        latest = {_categorical_key(point.value): point for point in pooled(history)}
         acceptable = [point for point in latest.values() if point.acceptable]
         return sorted(acceptable, key=lambda point: (
             -point.metric, position.get(_categorical_key(point.value), len(position))))

@@ -51,7 +51,9 @@ def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
     records = read_jsonl(archive / "requests.jsonl")
     measured = [r for r in records if not r["warmup"]]
     assert len(records) - len(measured) == workload["warmup_requests"]
-    assert len(measured) == workload["num_requests"]
+    assert workload["num_requests"] is None and workload["duration_s"] == 20  # a time window
+    first_sent = min(r["sent_at"] for r in measured)
+    assert max(r["sent_at"] for r in measured) - first_sent <= workload["duration_s"]
     for record in measured:
         assert record["ok"], record
         assert record["output_tokens"] == workload["output_tokens"]
@@ -59,18 +61,29 @@ def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
         assert 0 < record["ttft_s"] <= record["e2e_s"]
 
     metrics = json.loads((archive / "metrics.json").read_text())
-    assert metrics["completed"] == workload["num_requests"] and metrics["failed"] == 0
-    first_sent = min(r["sent_at"] for r in measured)
-    last_done = max(r["sent_at"] + r["e2e_s"] for r in measured)
-    assert metrics["qps"] * (last_done - first_sent) == pytest.approx(metrics["completed"],
-                                                                      rel=0.05)
+    assert metrics["completed"] == len(measured) and metrics["failed"] == 0
+    # steady state: completions between the end of the first wave and the 20 s close
+    steady = metrics["steady"]
+    assert steady["end"] - first_sent == pytest.approx(workload["duration_s"], abs=0.5)
+    first_wave = [r for r in measured if r["sent_at"] < min(r["finished_at"] for r in measured)]
+    assert len(first_wave) == resolved["engine"]["max_num_seqs"]  # concurrency tied to it
+    assert steady["start"] == max(r["finished_at"] for r in first_wave)
+    inside = [r for r in measured if steady["start"] < r["finished_at"] <= steady["end"]]
+    assert steady["completed"] == len(inside) >= 50
+    assert metrics["qps"] * steady["window_s"] == pytest.approx(len(inside), rel=1e-6)
+    qps = metrics["intervals"]["qps"]
+    assert qps["low"] < metrics["qps"] < qps["high"] and qps["half_width"] > 0
+    ttft = metrics["intervals"]["ttft_p50_ms"]
+    assert ttft["low"] <= metrics["ttft_p50_ms"] <= ttft["high"]
     assert metrics["output_tok_s"] == pytest.approx(metrics["qps"] * workload["output_tokens"],
                                                     rel=1e-6)
     assert metrics["ttft_p50_ms"] <= metrics["e2e_p50_ms"]
     assert metrics["telemetry_peaks"]["num_requests_running_max"] >= 1
     assert metrics["telemetry_peaks"]["rss_bytes_max"] > 100 * 2**20
     assert len(read_jsonl(archive / "telemetry.jsonl")) >= 1
-    assert "SLOs: met" in (archive / "report.md").read_text()
+    report = (archive / "report.md").read_text()
+    assert "SLOs: met" in report and f"{metrics['qps']:,.2f} ± " in report
+    assert "steady state:" in report
 
 
 def test_kv_cache_too_small_fails_at_start(tiny_model, tmp_path):

@@ -35,6 +35,7 @@ WORKLOAD = ["--set", "workload.num_requests=160", "--set", "workload.concurrency
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
 SWEEP = ["--set", "sweep.start=1", "--set", "sweep.growth=4", "--set", "sweep.max=4",
          "--set", "sweep.resolution=4", "--set", "sweep.confirm_duration_s=0",
+         "--set", "sweep.remeasure_rounds=0",
          *WORKLOAD]
 
 

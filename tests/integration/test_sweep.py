@@ -57,7 +57,8 @@ def test_sweep_plateau_interrupt_and_resume(recipe_copy, tmp_path):
     args = ["sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1",
             "--growth", "4", "--max", "64", "--runs-dir", str(runs),
             "--set", "sweep.resolution=8", "--set", "sweep.confirm_duration_s=5",
-            "--set", "workload.num_requests=128"]
+            "--set", "workload.num_requests=128", "--set", "sweep.remeasure_rounds=0",
+            "--strategy", "relaunch"]  # one launch per step: probe-scan has its own test
     proc = start_mopt(*args, log=tmp_path / "first.log")
     try:
         folder = wait_for_steps(runs, 2, proc)
@@ -116,6 +117,7 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
         "--runs-dir", str(runs), "--json",
         "--set", "engine.extra_args={kv-cache-memory-bytes: 2097152}",
         "--set", "sweep.confirm_duration_s=0", "--set", "workload.num_requests=60",
+        "--set", "sweep.remeasure_rounds=0", "--strategy", "relaunch",
         timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
     folder = sweep_dir(runs)

@@ -51,7 +51,8 @@ def recipe(tmp_path):
 
 
 def sweep_once(recipe, runs, measure, output):
-    loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null"])
+    loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
+                                  "sweep.max_launches=20"])
     return start_sweep(loaded, runs, flags={"start": 1}, output=output, measure=measure)
 
 
@@ -60,7 +61,13 @@ def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
     measure = FakeMeasure()
     outcome = sweep_once(recipe, tmp_path / "runs", measure, out)
     assert outcome.exit_code == 0 and outcome.written == out
-    assert len(measure.calls) == len(set(measure.calls))  # no value measured twice
+    history = json.loads((outcome.archive / "state.json").read_text())["history"]
+    assert [p["value"] for p in history] == measure.calls
+    searched = [p["value"] for p in history if p["phase"] != "remeasure"]
+    assert len(searched) == len(set(searched))  # no value searched twice
+    remeasured = [p["value"] for p in history if p["phase"] == "remeasure"]
+    assert len(set(remeasured)) == 2 and remeasured == remeasured[:2] * 2  # A B A B
+    assert [p["phase"] for p in history][-4:] == ["remeasure"] * 4
     written = load_recipe(out)
     assert written.resolved["revision"] == 2
     assert written.resolved["engine"]["max_num_seqs"] == outcome.chosen.value
@@ -76,6 +83,7 @@ def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
     assert len(csv_lines) == len(measure.calls) + 1
     report = (outcome.archive / "report.md").read_text()
     assert "tied to max_num_seqs" in report and "**Choice**" in report
+    assert summary["noise"]["values"] == 2 and "**Measured noise**" in report
     assert (outcome.archive / "recipe.given.yaml").read_text() == recipe.read_text()
 
 
@@ -132,3 +140,17 @@ def test_a_ctrl_c_while_the_outputs_are_written_leaves_a_sealed_archive(recipe, 
     [sweep_dir] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert json.loads((sweep_dir / "status.json").read_text())["status"] == "ok"
     assert (sweep_dir / "report.md").is_file() and (sweep_dir / "manifest.json").is_file()
+
+
+def test_re_measurement_stops_at_the_launch_budget(recipe, tmp_path):
+    measure = FakeMeasure()
+    loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
+                                  "sweep.max_launches=8", "sweep.strategy=relaunch"])
+    outcome = start_sweep(loaded, tmp_path / "runs", flags={"start": 1},
+                          output=tmp_path / "o.yaml", measure=measure)
+    assert len(measure.calls) == 8   # the budget, re-measurements included
+    state = json.loads((outcome.archive / "state.json").read_text())
+    cut = [d for d in state["decisions"] if d["phase"] == "remeasure" and d["value"] is None]
+    assert cut and cut[0]["stop_rule"] == "budget"
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    assert summary["strategy"] == "relaunch" and summary["stop"]["phase"] != "remeasure"

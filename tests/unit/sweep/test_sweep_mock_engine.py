@@ -29,6 +29,7 @@ sweep:
   plateau_threshold: 0.2
   max_launches: 7
   confirm_duration_s: 0
+  strategy: relaunch   # one launch per value (probe-scan: test_probe_loop.py)
 """
 
 

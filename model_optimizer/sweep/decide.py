@@ -1,0 +1,136 @@
+"""Decisions by intervals: when a step gains, is flat or regresses, and what to re-measure.
+
+A measured value is an interval, not a number: the 95% half-width of its steady-state window
+(batch means, ``model_optimizer.load.steady``) widened by the spread of its repeated windows.
+Comparing the current growth point ``C`` with the best growth point so far ``B`` (both
+acceptable), with ``t`` the plateau threshold and ``h = sqrt(hB^2 + hC^2)`` the half-width
+of their difference:
+
+- **gain**: ``C - B >= t * B`` and ``C - B > h``: the rise is at least the threshold and
+  outside the noise;
+- **regression**: C's interval lies wholly below B's and ``C < (1 - t) * B``;
+- **flat**: ``|C - B| + h < t * B``: the whole interval of the difference lies within the
+  threshold, so the plateau is shown, not guessed (a reading below B whose interval reaches
+  further down is a dip inside the noise, not a plateau);
+- **undecided**: anything else. The noise hides whether the step gained; growth goes on (a
+  step that merely *looks* flat or lower must not end the search: on a shared machine single
+  windows swing by 20-60%), bounded by ``max``, the memory ceiling and the launch budget.
+
+Before the knee is chosen, the top candidates are **re-measured interleaved** (A B A B ...):
+the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
+they coincide, the best and the acceptable value below it. A slow minute on a shared machine
+then hits both, and every measurement of a value is pooled (median) before :func:`choose`
+picks again. The pooled coefficient of variation of values measured more than once is the
+**measured noise** the summary reports.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+PHASE_REMEASURE = "remeasure"
+
+
+def interval(point: Any) -> tuple[float, float] | None:
+    """(low, high) of a point's metric: its half-width, widened by the spread of its samples."""
+    samples = point.metric_samples
+    if not samples:
+        return None
+    middle = statistics.median(samples)
+    half = point.half_width or 0.0
+    return min(middle - half, min(samples)), max(middle + half, max(samples))
+
+
+def half_width(point: Any) -> float:
+    """Half the width of :func:`interval` (0 without samples)."""
+    bounds = interval(point)
+    return 0.0 if bounds is None else (bounds[1] - bounds[0]) / 2
+
+
+def compare(threshold: float, best: Any, current: Any) -> str:
+    """``gain``, ``regression``, ``flat`` or ``undecided`` (see the module docstring)."""
+    difference = current.metric - best.metric
+    noise = math.hypot(half_width(best), half_width(current))
+    if best.metric <= 0:
+        return "gain" if current.metric > noise else "flat"
+    if difference >= threshold * best.metric and difference > noise:
+        return "gain"
+    if interval(current)[1] < interval(best)[0] and difference < -threshold * best.metric:
+        return "regression"
+    if abs(difference) + noise < threshold * best.metric:
+        return "flat"
+    return "undecided"
+
+
+def pooled(points: Iterable[Any]) -> list[Any]:
+    """One point per value, every measurement pooled: samples joined (in order), the widest
+    half-width, run ids and launches summed, status and flags from the latest measurement."""
+    merged: dict[Any, Any] = {}
+    for point in points:
+        key = _key(point.value)
+        if key not in merged:
+            merged[key] = _copy(point)
+            continue
+        into = merged[key]
+        into.metric_samples = into.metric_samples + list(point.metric_samples)
+        into.half_width = max(into.half_width or 0.0, point.half_width or 0.0) or None
+        into.run_ids = into.run_ids + list(point.run_ids)
+        into.launches += point.launches
+        into.status, into.failure_kind = point.status, point.failure_kind
+        into.slo_met = None if into.slo_met is None and point.slo_met is None else (
+            into.slo_met is not False and point.slo_met is not False)
+        into.preemptions = max(into.preemptions, point.preemptions)
+    return list(merged.values())
+
+
+def _key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__ if isinstance(value, bool) else "other", value)
+
+
+def _copy(point: Any) -> Any:
+    return type(point).from_dict(point.to_dict())
+
+
+def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
+    """Pooled coefficient of variation of the values measured more than once, with the
+    number of values and windows behind it; None when no value was measured twice."""
+    repeated = [p for p in pooled(history) if len(p.metric_samples) >= 2 and p.metric]
+    if not repeated:
+        return None
+    squares = dof = 0.0
+    for point in repeated:
+        mean = statistics.fmean(point.metric_samples)
+        if mean <= 0:
+            continue
+        squares += statistics.variance(point.metric_samples) / mean ** 2 * (
+            len(point.metric_samples) - 1)
+        dof += len(point.metric_samples) - 1
+    if not dof:
+        return None
+    return {"cv": math.sqrt(squares / dof), "values": len(repeated),
+            "windows": sum(len(p.metric_samples) for p in repeated)}
+
+
+def top_candidates(threshold: float, history: Sequence[Any]) -> list[Any]:
+    """The values to re-measure before choosing: [knee, best], or [below best, best]."""
+    points = sorted((p for p in pooled(h for h in history if h.phase != PHASE_REMEASURE)
+                     if p.acceptable and isinstance(p.value, (int, float))),
+                    key=lambda p: p.value)
+    if len(points) < 2:
+        return []
+    best = max(points, key=lambda p: p.metric)
+    knee = next(p for p in points if p.metric >= (1 - threshold) * best.metric)
+    if knee.value != best.value:
+        return [knee.value, best.value]
+    below = [p for p in points if p.value < best.value]
+    return [below[-1].value, best.value] if below else []
+
+
+def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> list[Any]:
+    """The re-measurements still to run, in interleaved order (A B A B ...)."""
+    order = top_candidates(threshold, history) * max(rounds, 0)
+    done = [p.value for p in history if p.phase == PHASE_REMEASURE]
+    return order[len(done):]

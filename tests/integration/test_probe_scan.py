@@ -1,0 +1,68 @@
+"""Probe-scan on the real vLLM CPU server: one scan server, a knee, one confirming launch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.strategy import Point, SweepConfig, choose
+
+from .conftest import TINY_RECIPE, read_jsonl, run_mopt
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def recipe_copy(tmp_path, tiny_model) -> Path:
+    path = tmp_path / "tiny-cpu.yaml"
+    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    return path
+
+
+def test_probe_scan_finds_a_knee_and_confirms_it_with_two_launches(recipe_copy, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_mopt(
+        "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--growth", "4",
+        "--max", "16", "--runs-dir", str(runs), "--json",
+        "--set", "workload.duration_s=4", "--set", "sweep.confirm_duration_s=4",
+        "--set", "sweep.remeasure_rounds=1", "--set", "sweep.resolution=4", timeout=1200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    chosen_value = json.loads(result.stdout)["chosen"]["value"]
+    [folder] = [p for p in runs.iterdir() if p.is_dir()]
+    summary = json.loads((folder / "summary.json").read_text())
+    state = json.loads((folder / "state.json").read_text())
+    assert summary["strategy"] == "probe-scan" and summary["launches"] == 2
+
+    steps = {p.name: json.loads((p / "run.json").read_text()) for p in (folder / "steps").iterdir()}
+    servers = [s for s in steps.values() if s.get("probe_server")]
+    levels = {name: s for name, s in steps.items() if s.get("probe")}
+    confirms = [s for s in steps.values() if s.get("confirm")]
+    assert len(servers) == 1 and len(confirms) == 1   # the two launches
+    assert servers[0]["argv"][servers[0]["argv"].index("--max-num-seqs") + 1] == "16"
+    assert confirms[0]["argv"][confirms[0]["argv"].index("--max-num-seqs") + 1] == \
+        str(chosen_value)
+    assert len(levels) == len(state["history"]) >= 3
+    for name, level in levels.items():   # each level: its own requests, at its concurrency
+        value = level["value"]
+        assert level["workload"]["concurrency"] == value and level["url"]
+        measured = [r for r in read_jsonl(folder / "steps" / name / "requests.jsonl")
+                    if not r["warmup"]]
+        assert len(measured) >= 8 and all(r["ok"] for r in measured)
+        metrics = json.loads((folder / "steps" / name / "metrics.json").read_text())
+        assert metrics["telemetry_peaks"]["num_requests_running_max"] <= value
+        assert metrics["intervals"]["qps"]["half_width"] is not None
+
+    history = [Point.from_dict(p) for p in state["history"]]
+    assert [p.value for p in history if p.phase == "grow"][:3] == [1, 4, 16]
+    remeasured = [p.value for p in history if p.phase == "remeasure"]
+    assert len(remeasured) == 2 and len(set(remeasured)) == 2   # A B, on the same server
+    chosen, _ = choose(SweepConfig.from_dict(state["config"]), history)
+    assert chosen.value == chosen_value                         # the knee by the rules
+    assert summary["noise"]["values"] == 2
+    assert summary["confirmations"][-1]["ok"]
+    assert load_recipe(recipe_copy).resolved["engine"]["max_num_seqs"] == chosen_value
+    report = (folder / "report.md").read_text()
+    assert "probe-scan" in report and "±" in report and "Measured noise" in report

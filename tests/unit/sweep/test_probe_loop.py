@@ -1,0 +1,43 @@
+"""A whole probe-scan sweep on the mock engine: two launches, archived levels, the knee."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from model_optimizer.engine.factory import MockEngine
+from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.loop import start_sweep
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
+                      .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
+    loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
+                                  "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
+                                  "sweep.resolution=4"])
+    outcome = start_sweep(loaded, tmp_path / "runs", flags={"start": 1, "max": 8},
+                          output=tmp_path / "out.yaml",
+                          engine_factory=MockEngine(ttft_ms=20, itl_ms=5))
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    assert summary["strategy"] == "probe-scan" and summary["launches"] == 2
+    runs = [json.loads((p / "run.json").read_text())
+            for p in (outcome.archive / "steps").iterdir() if p.is_dir()]
+    servers = [r for r in runs if r.get("probe_server")]
+    levels = [r for r in runs if r.get("probe")]
+    confirms = [r for r in runs if r.get("confirm")]
+    assert len(servers) == 1 and len(confirms) == 1
+    assert "--max-num-seqs" in servers[0]["argv"]
+    assert servers[0]["argv"][servers[0]["argv"].index("--max-num-seqs") + 1] == "8"
+    assert sorted({r["value"] for r in levels}) == [1, 2, 4, 8]
+    assert all(r["workload"]["concurrency"] == r["value"] for r in levels)
+    assert len(levels) == len(summary["steps"])
+    remeasured = [row["value"] for row in summary["steps"] if row["phase"] == "remeasure"]
+    assert len(remeasured) == 2 and len(set(remeasured)) == 2
+    assert summary["noise"]["values"] == 2
+    assert outcome.written and outcome.chosen.value == confirms[0]["value"]
+    assert load_recipe(tmp_path / "out.yaml").resolved["engine"]["max_num_seqs"] == \
+        outcome.chosen.value
