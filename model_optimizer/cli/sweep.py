@@ -39,7 +39,8 @@ class SweepProgress(SearchProgress):
         """The sweep's phases: each step, its result, planner skips, the confirmation."""
         return {"step": self._on_step, "step_done": self._on_step_done,
                 "skipped": self._on_skipped, "confirm": self._on_confirm,
-                "confirmed": self._on_confirmed}
+                "confirmed": self._on_confirmed, "probe_server": self._on_probe_server,
+                "probe_failed": self._on_probe_failed}
 
     def _on_step(self, data: dict) -> None:
         self._log(f"step {data['index']}: {data['value']} ({data['reason']})")

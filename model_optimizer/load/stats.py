@@ -233,3 +233,7 @@ def record_field(record: Any, name: str) -> Any:
 def per_request_bounds_ms(slo: Mapping[str, Any] | None) -> dict[str, float]:
     """The per-request bound (ms) by goodput metric that ``slo`` sets (the loosest per metric)."""
     return _per_request_bounds_ms(slo)
+
+
+#: public name of the latency-sample helper ``load/steady.py`` shares (one definition)
+latency_samples = _latency_samples

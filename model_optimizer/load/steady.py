@@ -39,14 +39,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model_optimizer.load.stats import (
-    _field,
-    _latency_samples,
-    _per_request_bounds_ms,
     is_good_request,
+    latency_samples,
+    per_request_bounds_ms,
     percentile,
     slo_violations,
     summarize,
 )
+from model_optimizer.load.stats import record_field as _field
 
 MIN_STEADY_COMPLETIONS = 8
 MAX_BATCHES = 10
@@ -199,8 +199,8 @@ def summarize_steady(records: Sequence[Any], window_s: float | None,
     sent_inside = [r for r in records if start <= _field(r, "sent_at") <= end]
     drain = [r for r in sent_inside if (finish_time(r) or math.inf) > end]
     latency = summarize(sent_inside, end - start, None, None)
-    samples = _latency_samples([r for r in sent_inside if _field(r, "ok")])
-    per_request = _per_request_bounds_ms(slo)
+    samples = latency_samples([r for r in sent_inside if _field(r, "ok")])
+    per_request = per_request_bounds_ms(slo)
     good = [is_good_request(r, per_request) for r in inside]
     rates = _rates(inside, good, start, end)
     for key in [k for k in latency if k.endswith("_ms")]:
