@@ -1,8 +1,9 @@
 """`mopt optimize` end to end on the real vLLM CPU server, llm-compressor and the tiny model.
 
-Baseline, one quantized candidate (W8A8, served on CPU), a short max_num_seqs sweep on the
-survivor, and the validated revision whose pins match the checkpoint on disk; then a
-changed weight file is reported by `mopt apply` (refused with --strict).
+Baseline, one quantized candidate (W8A8, served on CPU), the quality gate (when the recipe
+has a quality section), a short max_num_seqs sweep on the survivor, and the validated
+revision whose pins match the checkpoint on disk; then a changed weight file is reported by
+`mopt apply` (refused with --strict).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.models.pins import checkpoint_hash
 
-from .conftest import TINY_RECIPE, run_mopt
+from .conftest import ROOT, TINY_RECIPE, run_mopt
 from .test_quantize import require_quant_env
 
 pytestmark = pytest.mark.integration
@@ -33,6 +34,9 @@ def test_optimize_tiny_model_end_to_end(tiny_model, tmp_path):
                        "confirm_duration_s": 3}
     recipe["quantize"] = {"output": "tiny-w8a8",
                           "calibration": {"num_samples": 16, "max_seq_length": 64}}
+    # the gate: the candidate's answers against the baseline's on the shipped eval set
+    recipe["quality"] = {"eval_set": str(ROOT / "examples" / "quality" / "tiny-tasks.jsonl"),
+                         "max_tokens": 8, "thresholds": {"min_top1_agreement": 0.5}}
     recipe["optimize"] = {"survivor": "best_candidate",
                           "candidates": [{"name": "w8a8", "quantize": {"scheme": "w8a8"}}]}
     path = tmp_path / "tiny.yaml"
@@ -53,7 +57,11 @@ def test_optimize_tiny_model_end_to_end(tiny_model, tmp_path):
     assert set(state["stages"]["baseline"]["run_ids"]) <= steps
     assert state["stages"]["w8a8"]["checkpoint"]["archive"] in steps
     assert os.path.basename(state["stages"]["sweep"]["sweep_dir"]) in steps
-    assert not state["stages"]["w8a8"]["gate"]["gated"]  # no quality section in this recipe
+    reference, gate = state["stages"]["baseline"]["gate"], state["stages"]["w8a8"]["gate"]
+    assert reference["gated"] and reference["baseline"] and reference["run_id"] in steps
+    assert gate["gated"] and gate["passed"] and gate["run_id"] in steps
+    assert 0.5 <= gate["figures"]["top1_agreement"] <= 1.0
+    assert gate["figures"]["mean_kl"] >= 0.0
 
     checkpoint = tmp_path / "tiny-w8a8"
     written = yaml.safe_load(path.read_text())
