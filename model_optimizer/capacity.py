@@ -203,7 +203,7 @@ def _search(archive, loaded, url, model_name, config, items, engine, steps, emit
         finish_metrics(measurement, workload, recipe, window, result.window_s,
                         result.stopped_reason)
         passed, reason = judge(rate, window.metrics, config.min_goodput_fraction,
-                               config.window_s)
+                               config.window_s, sent=len(result.records))
         figures = {key: window.metrics.get(key) for key in WINDOW_FIGURES}
         figures["classes"] = window.metrics.get("classes")
         figures["stopped_reason"] = result.stopped_reason

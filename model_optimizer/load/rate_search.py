@@ -55,17 +55,17 @@ class RateStep:
 
 
 def judge(rate: float, metrics: Mapping[str, Any], fraction: float,
-          window_s: float | None = None) -> tuple[bool, str]:
+          window_s: float | None = None, sent: int | None = None) -> tuple[bool, str]:
     """Whether a window at ``rate`` passed, and why (in words).
 
-    The offered load is what was actually sent (``requests / window_s``) when ``window_s``
-    is given: a short window's Poisson count varies around ``rate``, and a server is only
-    to blame for what it was sent.
+    The offered load is what was actually sent (``sent`` measured requests over the
+    ``window_s`` seconds of arrivals) when both are given: a short window's Poisson count
+    varies around ``rate``, and a server is only to blame for what it was sent.
     """
     goodput = metrics.get("goodput_qps") or 0.0
     offered = rate
-    if window_s and metrics.get("requests"):
-        offered = metrics["requests"] / window_s
+    if window_s and sent:
+        offered = sent / window_s
     problems = list(metrics.get("slo_violations") or [])
     if goodput < fraction * offered:
         problems.append(f"goodput {goodput:.2f} req/s < {fraction:g} x {offered:.2f} offered")

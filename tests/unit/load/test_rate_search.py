@@ -80,6 +80,7 @@ def test_config_from_recipe_section():
 
 
 def test_judge_compares_with_what_was_actually_sent():
-    metrics = {"goodput_qps": 8.0, "requests": 85, "slo_violations": []}
-    assert judge(10, metrics, 0.9, window_s=10)[0] is True  # 8.5 req/s were sent
+    metrics = {"goodput_qps": 8.0, "requests": 20, "slo_violations": []}
+    assert judge(10, metrics, 0.9, window_s=10, sent=85)[0] is True  # 8.5 req/s were sent
     assert judge(10, metrics, 0.9)[0] is False
+    assert judge(10, metrics, 0.9, window_s=10, sent=120)[0] is False  # 12 req/s were sent
