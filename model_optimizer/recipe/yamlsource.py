@@ -191,7 +191,7 @@ def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
         raise RecipeError([Diagnostic(file, None, None, "",
                                       f"cannot be read as a recipe ({type(exc).__name__})",
                                       "a recipe is a page of plain YAML")]) from None
-    except (ValueError, TypeError, AttributeError) as exc:  # e.g. `!!timestamp 0`
+    except (ValueError, TypeError, AttributeError, LookupError) as exc:  # `!!int ""`
         raise RecipeError([Diagnostic(file, None, None, "",
                                       f"a tagged value cannot be built ({exc})",
                                       "drop the explicit YAML tag (!!timestamp, !!binary, "

@@ -8,7 +8,8 @@ from model_optimizer.cli.main import app
 HEADER = "recipe_version: 1\nname: x\nmodel: {path: m}\n"
 
 
-@pytest.mark.parametrize("value", ["!!timestamp 0", "!!timestamp 2026-13-99"])
+@pytest.mark.parametrize("value", ["!!timestamp 0", "!!timestamp 2026-13-99", '!!int ""',
+                                   '!!float ""'])
 def test_unbuildable_tagged_values_exit_2_naming_the_file(tmp_path, value):
     path = tmp_path / "r.yaml"
     path.write_text(HEADER + f"engine: {value}\n")
