@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,11 +68,21 @@ def run_mopt(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
 
 
+def _ctrl_c_enabled() -> None:
+    """In the child: SIGINT back to its default, as in a terminal.
+
+    A shell's background job (``bash .ci/run &``, nohup) inherits SIGINT ignored, and an
+    ignored signal stays ignored across exec, so the tests' Ctrl-C would never reach mopt.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_mopt(*args: str, log: Path) -> subprocess.Popen:
     """Start `mopt` in its own session (signals sent by the test reach only it)."""
     handle = open(log, "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen([*MOPT, *args], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT,
-                            start_new_session=True, env={**os.environ, "COLUMNS": "120"})
+                            start_new_session=True, env={**os.environ, "COLUMNS": "120"},
+                            preexec_fn=_ctrl_c_enabled)
 
 
 def only_archive(runs: Path) -> Path:
