@@ -50,6 +50,14 @@ def tiny_model() -> Path:
     return build_tiny_model(ROOT / "models" / "tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def trained_model() -> Path:
+    """The tiny model trained on the synthetic corpus (built once: 800 training steps on CPU)."""
+    from model_optimizer.models.trained import build_trained_model
+
+    return build_trained_model(ROOT / "models" / "tiny-llama-trained")
+
+
 @pytest.fixture(autouse=True)
 def no_vllm_left_behind(monkeypatch):
     """Every integration test must leave no vLLM process running."""
