@@ -1,0 +1,118 @@
+"""The plan's verdict: ``problems`` (reasons vLLM will not start) and ``warnings`` (reasons
+the workload suffers), checked on a filled :class:`PlanReport`."""
+
+from __future__ import annotations
+
+import math
+
+from model_optimizer.plan.accelerators import GIB, knob_multiple
+from model_optimizer.plan.kvcache import kv_dtype_verdict
+from model_optimizer.plan.model_shape import ModelShape
+from model_optimizer.plan.quant_schemes import gpu_only_problem
+from model_optimizer.plan.report import PlanReport
+
+
+def check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
+           recipe_model: dict) -> None:
+    """Fill ``problems`` (vLLM will not start) and ``warnings`` (the workload suffers)."""
+    _check_parallelism(report, shape, hardware)
+    _check_memory(report)
+    _check_max_model_len(report, shape, engine)
+    problem, note = kv_dtype_verdict(report.kv_cache_dtype, report.accelerator == "cpu")
+    report.problems += [problem] if problem else []
+    made_by = ((recipe_model.get("pins") or {}).get("quantize") or {}).get("scheme")
+    if gpu_only := gpu_only_problem(made_by, report.accelerator == "cpu"):
+        report.problems.append(gpu_only)
+    report.notes += [note] if note else []
+    multiple = knob_multiple("block_size", report.accelerator)
+    if multiple and report.block_size % multiple:
+        report.problems.append(
+            f"block_size {report.block_size}: the CPU engine needs a multiple of {multiple}"
+        )
+    _check_batch(report)
+
+
+def _check_parallelism(report: PlanReport, shape: ModelShape, hardware: dict) -> None:
+    tp = report.tensor_parallel_size
+    count = hardware.get("count", 1)
+    if tp > count:
+        report.problems.append(f"tensor_parallel_size {tp} exceeds hardware.count {count}")
+    if shape.num_attention_heads % tp:
+        report.problems.append(
+            f"num_attention_heads {shape.num_attention_heads} is not "
+            f"divisible by tensor_parallel_size {tp}"
+        )
+
+
+def _check_memory(report: PlanReport) -> None:
+    weights_gib = report.weight_bytes_per_device / GIB
+    if weights_gib > report.memory_gib:
+        report.problems.append(
+            f"weights alone take {weights_gib:.2f} GiB per device, more than the "
+            f"{report.memory_gib:.2f} GiB of {report.accelerator}: quantize the model or "
+            "raise tensor_parallel_size"
+        )
+    elif report.kv_blocks == 0:
+        report.problems.append(
+            f"no memory left for the KV cache ({report.kv_budget_bytes / GIB:.2f} GiB after "
+            f"{weights_gib:.2f} GiB of weights and {report.reserve_bytes_per_device / GIB:.2f} "
+            "GiB reserve): raise gpu_memory_utilization, quantize, or split with tensor "
+            "parallelism"
+        )
+
+
+def _check_max_model_len(report: PlanReport, shape: ModelShape, engine: dict) -> None:
+    max_len = report.max_model_len
+    if max_len is None:
+        report.notes.append("no max_model_len and no max_position_embeddings: not checked")
+        return
+    _check_position_limit(report, shape, engine)
+    if report.kv_blocks and not report.fits_max_model_len:
+        needed_gib = (
+            math.ceil(max_len / report.block_size)
+            * report.block_size
+            * report.kv_bytes_per_token_per_device
+            / GIB
+        )
+        report.problems.append(
+            f"max_model_len {max_len} needs {needed_gib:.2f} GiB of KV cache but only "
+            f"{report.kv_tokens} tokens fit: vLLM will refuse to start. Set max_model_len "
+            f"<= {report.kv_tokens}, or use an fp8 KV cache, or free memory"
+        )
+    if report.seq_len > max_len:
+        report.warnings.append(
+            f"workload prompt + output = {report.seq_len} tokens exceeds max_model_len "
+            f"{max_len}: vLLM rejects every request"
+        )
+
+
+def _check_position_limit(report: PlanReport, shape: ModelShape, engine: dict) -> None:
+    asked, limit = engine.get("max_model_len"), shape.max_position_embeddings
+    if asked is None or limit is None or asked <= limit:
+        return
+    if shape.has_rope_scaling:
+        report.notes.append(
+            f"max_model_len {asked} > max_position_embeddings {limit} with "
+            "rope_scaling: not checked"
+        )
+        return
+    text = f"max_model_len {asked} exceeds the model's max_position_embeddings {limit}"
+    env = engine.get("env") or {}
+    if str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")).lower() in ("1", "true"):
+        report.warnings.append(
+            f"{text}; allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN, output "
+            "past the trained length may be garbage"
+        )
+    else:
+        report.problems.append(f"{text}: vLLM refuses to start (lower it to {limit})")
+
+
+def _check_batch(report: PlanReport) -> None:
+    limit, asked = report.max_seqs_no_preemption, report.recipe_max_num_seqs
+    if report.kv_blocks == 0 or asked <= limit:
+        return
+    source = "vLLM's default" if report.recipe_max_num_seqs_is_default else "the recipe's"
+    report.warnings.append(
+        f"the KV cache holds {limit} sequences of {report.seq_len} tokens; {source} "
+        f"max_num_seqs {asked} will preempt under full load"
+    )

@@ -1,0 +1,144 @@
+"""The model's shape, read from its Hugging Face ``config.json``, and its parameter counts.
+
+Parameters are counted for the Llama architecture (Mistral and Qwen2 share it); the
+assumptions are stated once in :mod:`model_optimizer.plan.estimate`. Pure: reads a file,
+imports neither torch nor vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model_optimizer.plan.accelerators import PlanError
+
+REQUIRED_CONFIG_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "intermediate_size",
+)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape of a Llama-architecture model, read from its Hugging Face config.json."""
+
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    tie_word_embeddings: bool = False
+    torch_dtype: str | None = None
+    max_position_embeddings: int | None = None
+    has_rope_scaling: bool = False
+    qkv_bias: bool = False  # Qwen2 always, others when config.attention_bias
+
+    @classmethod
+    def from_config(cls, config: Any, source: str = "model config") -> ModelShape:
+        """Build the shape from a config dict; PlanError naming ``source`` when it is unusable."""
+        if not isinstance(config, dict):
+            raise PlanError(f"{source}: expected a JSON object, got {type(config).__name__}")
+        missing = [name for name in REQUIRED_CONFIG_FIELDS if config.get(name) is None]
+        if missing:
+            raise PlanError(f"{source}: missing field(s) {', '.join(missing)}")
+        sizes = {name: _positive_int(config, name, source) for name in REQUIRED_CONFIG_FIELDS}
+        heads = sizes["num_attention_heads"]
+        return cls(
+            num_layers=sizes["num_hidden_layers"],
+            hidden_size=sizes["hidden_size"],
+            num_attention_heads=heads,
+            num_kv_heads=_optional_int(config, "num_key_value_heads", source) or heads,
+            head_dim=_head_dim(config, sizes["hidden_size"], heads, source),
+            vocab_size=sizes["vocab_size"],
+            intermediate_size=sizes["intermediate_size"],
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            torch_dtype=config.get("torch_dtype") or config.get("dtype"),
+            max_position_embeddings=_optional_int(config, "max_position_embeddings", source),
+            has_rope_scaling=bool(config.get("rope_scaling")),
+            qkv_bias=bool(config.get("attention_bias")) or config.get("model_type") == "qwen2",
+        )
+
+    @property
+    def linear_params(self) -> int:
+        """Weights of all q, k, v, o and MLP gate/up/down projections."""
+        q_out = self.num_attention_heads * self.head_dim
+        kv_out = self.num_kv_heads * self.head_dim
+        attention = self.hidden_size * (2 * q_out + 2 * kv_out)  # q and o; k and v
+        mlp = 3 * self.hidden_size * self.intermediate_size
+        return self.num_layers * (attention + mlp)
+
+    @property
+    def embedding_params(self) -> int:
+        """Token embeddings plus the lm_head (unless tied to the embeddings)."""
+        tables = 1 if self.tie_word_embeddings else 2
+        return tables * self.vocab_size * self.hidden_size
+
+    @property
+    def norm_params(self) -> int:
+        """Two RMSNorm weight vectors per layer and the final norm."""
+        return (2 * self.num_layers + 1) * self.hidden_size
+
+    @property
+    def bias_params(self) -> int:
+        """q, k and v projection biases (Qwen2, ``attention_bias``); kept in the dtype."""
+        if not self.qkv_bias:
+            return 0
+        return self.num_layers * (self.num_attention_heads + 2 * self.num_kv_heads) * self.head_dim
+
+    @property
+    def param_count(self) -> int:
+        """All parameters of the model."""
+        return self.linear_params + self.embedding_params + self.norm_params + self.bias_params
+
+
+def _positive_int(config: dict, name: str, source: str) -> int:
+    value = config.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlanError(f"{source}: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _optional_int(config: dict, name: str, source: str) -> int | None:
+    return None if config.get(name) is None else _positive_int(config, name, source)
+
+
+def _head_dim(config: dict, hidden: int, heads: int, source: str) -> int:
+    explicit = _optional_int(config, "head_dim", source)
+    if explicit is not None:
+        return explicit
+    if hidden % heads:
+        raise PlanError(
+            f"{source}: hidden_size {hidden} is not a multiple of "
+            f"num_attention_heads {heads} and head_dim is not given"
+        )
+    return hidden // heads
+
+
+def load_model_config(path: str | Path) -> dict[str, Any]:
+    """Read a Hugging Face ``config.json`` (the file, or a model folder holding it).
+
+    Raises PlanError naming the file when it is missing, is not valid JSON, or lacks the
+    fields the planner needs.
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.json"
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{file}: no such file (give a config.json or a model folder)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{file}: cannot read: {exc}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"{file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    ModelShape.from_config(config, source=str(file))
+    return config
