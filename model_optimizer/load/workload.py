@@ -237,6 +237,13 @@ def dataset_picker(items: list[WorkItem], spec: Mapping[str, Any],
     return pick
 
 
+def prompts_needed(workload: Mapping[str, Any]) -> int | None:
+    """Distinct prompts a run consumes, or None when bounded only by duration."""
+    if workload.get("num_requests") is None:
+        return None
+    return int(workload.get("warmup_requests") or 0) + int(workload["num_requests"])
+
+
 def api_headers(workload: Mapping[str, Any]) -> dict[str, str]:
     """``Authorization: Bearer <key>`` read from the variable ``workload.api_key_env`` names.
 

@@ -1,0 +1,228 @@
+"""One streamed request: its JSON body, its SSE stream parsed and checked, its record.
+
+The measurement follows docs/design.md section 3 and matches ``vllm bench serve``:
+
+- A *content chunk* is an SSE event with a non-empty ``choices`` list, except a chat role
+  announcement (``delta`` with ``role`` and no content). vLLM sends one such chunk per generated
+  token, even when the token's text is held back (an incomplete UTF-8 character) and so empty.
+- ``output_tokens`` and ``prompt_tokens`` come from the server's ``usage`` (requested with
+  ``stream_options.include_usage``); chunks are never counted for them. A stream without
+  ``usage`` or without ``[DONE]`` is a failed request, as is one with an ``error`` event.
+
+The orchestration (load shapes, window, stop, progress) is in ``model_optimizer.load.client``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+
+from model_optimizer.load.workload import WorkItem
+
+MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
+ERROR_BODY_CHARS = 300
+
+
+@dataclass
+class RequestRecord:
+    """The measured facts about one request. Offsets and durations in seconds."""
+
+    index: int
+    warmup: bool
+    sent_at: float
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    itl_s: list[float] = field(default_factory=list)
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    ok: bool = False
+    status: int | None = None
+    error: str | None = None
+    finished_at: float | None = None
+    request_class: str | None = None
+    requested_output_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return asdict(self)
+
+
+class StreamError(Exception):
+    """A stream that broke the protocol or reported an error."""
+
+
+class SSEParser:
+    """Incremental Server-Sent Events parser returning the ``data`` of complete events."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data_lines: list[str] = []
+
+    def feed(self, data: bytes) -> list[str]:
+        """Add received bytes; return the data of every event they complete."""
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        if len(self._buffer) > MAX_SSE_LINE_BYTES:
+            raise StreamError(f"an SSE line ran over {MAX_SSE_LINE_BYTES} bytes without a "
+                               "newline")
+        events: list[str] = []
+        for raw_line in lines:
+            self._line(raw_line.rstrip(b"\r"), events)
+        return events
+
+    def finish(self) -> list[str]:
+        """Flush an event left unterminated when the stream ended."""
+        events: list[str] = []
+        if self._buffer.strip():
+            self._line(self._buffer.rstrip(b"\r"), events)
+        self._buffer = b""
+        self._line(b"", events)
+        return events
+
+    def _line(self, line: bytes, events: list[str]) -> None:
+        if not line:
+            if self._data_lines:
+                events.append("\n".join(self._data_lines))
+                self._data_lines = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data_lines.append(value[1:] if value.startswith(b" ") else value)
+            self._data_lines[-1] = self._data_lines[-1].decode("utf-8", errors="replace")
+        # Comments (":" lines) and other fields (event:, id:, retry:) carry no data.
+
+
+def _is_content_chunk(choices: list, chat: bool) -> bool:
+    """Whether a chunk's ``choices`` carry generated output (see the module docstring)."""
+    if not chat:
+        return True
+    delta = choices[0].get("delta") or {}
+    if not isinstance(delta, dict) or "role" not in delta:
+        return True
+    return bool(delta.get("content") or delta.get("reasoning_content")
+                or delta.get("reasoning") or delta.get("tool_calls"))
+
+
+@dataclass
+class StreamState:
+    chat: bool
+    sent_perf: float
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    usage: dict | None = None
+    done: bool = False
+
+    def handle(self, data: str, now_perf: float) -> None:
+        """Apply one SSE event's data."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise StreamError(f"malformed SSE data: {data[:ERROR_BODY_CHARS]!r}") from None
+        if not isinstance(event, dict):
+            raise StreamError(f"malformed SSE data: {data[:ERROR_BODY_CHARS]!r}")
+        if event.get("error"):
+            raise StreamError(f"error in stream: {_error_message(event)}")
+        choices = event.get("choices")
+        if choices is not None and not (isinstance(choices, list)
+                                        and all(isinstance(c, dict) for c in choices)):
+            raise StreamError(f"malformed chunk: choices is {type(choices).__name__}, "
+                               "not a list of objects")
+        if choices and _is_content_chunk(choices, self.chat):
+            self.chunk_offsets_s.append(now_perf - self.sent_perf)
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
+
+
+def _error_message(body: Any) -> str:
+    """The message of an OpenAI-style error body, or the body itself, shortened."""
+    if isinstance(body, dict) and body.get("error") is not None:
+        error = body["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        return str(message)[:ERROR_BODY_CHARS]
+    return str(body)[:ERROR_BODY_CHARS]
+
+
+def api_url(base_url: str, endpoint: str) -> str:
+    """``http://host:port`` or ``.../v1`` -> the full endpoint URL."""
+    base = base_url.rstrip("/")
+    base = base.removesuffix("/v1")
+    path = "chat/completions" if endpoint == "chat" else "completions"
+    return f"{base}/v1/{path}"
+
+
+def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
+    """The JSON body of one streamed request (max_tokens, ignore_eos, usage included).
+
+    ``prompt`` is text, chat messages, or a ``WorkItem`` carrying its own output length.
+    ``workload.ignore_eos: false`` leaves the flag out (servers that do not know it).
+    """
+    output_tokens = int(workload["output_tokens"])
+    if isinstance(prompt, WorkItem):
+        prompt, output_tokens = prompt.prompt, prompt.output_tokens
+    payload: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if workload.get("ignore_eos", True):
+        payload["ignore_eos"] = True
+    if workload.get("endpoint", "completions") == "chat":
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        payload["messages"] = messages
+        payload["max_completion_tokens"] = output_tokens
+    else:
+        payload["prompt"] = prompt
+        payload["max_tokens"] = output_tokens
+    return payload
+
+
+async def error_text(response: aiohttp.ClientResponse) -> str:
+    """The error message of a non-200 response (OpenAI error JSON or raw text)."""
+    try:
+        text = await response.text()
+    except (aiohttp.ClientError, UnicodeDecodeError) as exc:
+        return f"(unreadable body: {type(exc).__name__})"
+    try:
+        return _error_message(json.loads(text))
+    except ValueError:
+        return text[:ERROR_BODY_CHARS] or (response.reason or "")
+
+
+def check_complete(record: RequestRecord, state: StreamState) -> None:
+    """Mark a 200 stream ok, or failed with the reason it is incomplete."""
+    if record.error is not None:
+        return
+    if not state.done:
+        record.error = "stream ended before [DONE]"
+    elif not state.chunk_offsets_s:
+        record.error = "no generated output in stream"
+    elif state.usage is None:
+        record.error = "no usage in stream (server ignored stream_options.include_usage)"
+    elif not _count(state.usage.get("completion_tokens")):
+        record.error = ("malformed usage: completion_tokens is "
+                        f"{state.usage.get('completion_tokens')!r}, not a whole number")
+    else:
+        record.ok = True
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def fill_timings(record: RequestRecord, state: StreamState) -> None:
+    """Copy chunk timings and usage into the record (partial ones too, for failures)."""
+    offsets = state.chunk_offsets_s
+    record.chunk_offsets_s = offsets
+    record.itl_s = [later - earlier for earlier, later in zip(offsets, offsets[1:], strict=False)]
+    if offsets:
+        record.ttft_s, record.e2e_s = offsets[0], offsets[-1]
+    if state.usage is not None:
+        output, prompt = state.usage.get("completion_tokens"), state.usage.get("prompt_tokens")
+        record.output_tokens = output if _count(output) else None
+        record.prompt_tokens = prompt if _count(prompt) else None
