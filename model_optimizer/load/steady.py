@@ -92,7 +92,13 @@ def ramp_end(records: Sequence[Any]) -> float | None:
 def batch_means(finishes: Sequence[float], weights: Sequence[float], start: float,
                 end: float, batches: int = MAX_BATCHES) -> tuple[float, float | None, int]:
     """``(rate, half_width, k)``: weight per second over ``(start, end]`` and its 95% half-width
-    by batch means over ``k`` equal sub-windows (None with fewer than 3 batches)."""
+    by batch means over ``k`` equal sub-windows (None with fewer than 3 batches).
+
+    A sub-window counts whole completions, so its rate is known only to one completion's
+    weight per sub-window: the batch variance is never taken below that rounding's
+    (resolution² / 12). Without this floor a perfectly regular server (equal counts in
+    every sub-window) would read as infinitely precise and end a precision-bound window at
+    once."""
     span = end - start
     if span <= 0:
         raise ValueError("batch means need a window of positive length")
@@ -107,6 +113,8 @@ def batch_means(finishes: Sequence[float], weights: Sequence[float], start: floa
     if k < MIN_BATCHES:
         return mean, None, k
     variance = sum((rate - mean) ** 2 for rate in rates) / (k - 1)
+    resolution = (sum(weights) / count) / width if count else 0.0
+    variance = max(variance, resolution ** 2 / 12)
     return mean, t_quantile(k - 1) * math.sqrt(variance / k), k
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 
@@ -127,6 +128,14 @@ def test_too_short_a_window_keeps_whole_window_figures():
 def test_interrupted_runs_claim_no_steady_state():
     records, close = closed_loop(4, 20)
     assert summarize_steady(records, 20.0, close=close, steady=False)["steady"] is None
+
+
+def test_batch_means_of_a_perfectly_regular_series_keeps_the_counting_resolution():
+    finishes = [0.05 + 0.1 * i for i in range(40)]  # exactly 10 per second, 4 per batch
+    rate, half_width, k = batch_means(finishes, [1.0] * 40, 0.0, 4.0, batches=10)
+    assert rate == pytest.approx(10.0) and k == 10
+    # equal counts: no spread, but each batch rate is known only to 1 completion / 0.4 s
+    assert half_width == pytest.approx(t_quantile(9) * math.sqrt((1 / 0.4) ** 2 / 12 / 10))
 
 
 def test_batch_means_by_hand():
