@@ -18,6 +18,7 @@ from typing import Any
 
 from model_optimizer.load.stats import is_good_request, per_request_bounds_ms, summarize
 from model_optimizer.load.stats import record_field as _field
+from model_optimizer.load.steady import finish_time, summarize_steady
 
 CLASS_FIGURES = ("requests", "completed", "failed", "qps", "goodput_qps", "good_requests",
                  "output_tok_s", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
@@ -52,8 +53,10 @@ def capped_requests(records: Iterable[Any]) -> int:
 
 def summarize_classes(records: list[Any], window_s: float | None,
                       slo: Mapping[str, Any] | None,
-                      names: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
-    """Figures per class: every class in ``names`` and every class a record carries."""
+                      names: Iterable[str] = (),
+                      bounds: tuple[float, float] | None = None) -> dict[str, dict[str, Any]]:
+    """Figures per class: every class in ``names`` and every class a record carries, in the
+    run's steady window ``bounds`` when the run has one (else over ``window_s``)."""
     by_class: dict[str, list[Any]] = {name: [] for name in sorted(set(names))}
     for record in records:
         name = _field(record, "request_class")
@@ -61,7 +64,8 @@ def summarize_classes(records: list[Any], window_s: float | None,
             by_class.setdefault(name, []).append(record)
     out = {}
     for name, members in sorted(by_class.items()):
-        summary = summarize(members, window_s, class_slo(slo, name))
+        summary = (summarize_steady(members, window_s, class_slo(slo, name), bounds=bounds)
+                   if bounds is not None else summarize(members, window_s, class_slo(slo, name)))
         completed = [record for record in members if _field(record, "ok")]
         summary["mean_prompt_tokens"] = _mean(_field(r, "prompt_tokens") for r in completed)
         summary["mean_output_tokens"] = _mean(_field(r, "output_tokens") for r in completed)
@@ -78,10 +82,16 @@ def apply_classes(metrics: dict[str, Any], records: list[Any], window_s: float |
     except for ``capped_requests``.
     """
     metrics["capped_requests"] = capped_requests(records)
-    classes = summarize_classes(records, window_s, slo, names)
+    steady = metrics.get("steady")
+    bounds = (steady["start"], steady["end"]) if steady else None
+    classes = summarize_classes(records, window_s, slo, names, bounds)
     if not classes:
         return metrics
     metrics["classes"] = classes
+    if bounds is not None:  # the run's own figures: requests finished inside its window
+        start, end = bounds
+        records = [r for r in records if start < (finish_time(r) or 0) <= end]
+        window_s = end - start
     good = sum(1 for record in records if is_good_request(
         record, per_request_bounds_ms(class_slo(slo, _field(record, "request_class")))))
     metrics["good_requests"] = good

@@ -183,9 +183,13 @@ def steady_window(records: Sequence[Any], close: float | None) -> tuple[float, f
 def summarize_steady(records: Sequence[Any], window_s: float | None,
                      slo: Mapping[str, Any] | None = None,
                      output_tokens_expected: int | None = None,
-                     close: float | None = None, steady: bool = True) -> dict[str, Any]:
+                     close: float | None = None, steady: bool = True,
+                     bounds: tuple[float, float] | None = None) -> dict[str, Any]:
     """:func:`~model_optimizer.load.stats.summarize`, with steady-state rates, latencies and
     SLO verdict when the window has a steady part (see the module docstring).
+
+    ``bounds`` imposes a steady window found on a larger set of records (a request class is
+    measured in the run's window, so class rates add up to the run's).
 
     Adds ``steady`` (the window: start, end, window_s, ramp_s, completed, drain_requests,
     rule), ``intervals`` (figure -> value, half_width, low, high, method) and
@@ -197,12 +201,14 @@ def summarize_steady(records: Sequence[Any], window_s: float | None,
     summary = summarize(records, window_s, slo, output_tokens_expected)
     summary.update(steady=None, intervals=None,
                    whole_window={key: summary.get(key) for key in RATE_KEYS})
-    bounds = steady_window(records, close) if steady else None
+    imposed = bounds is not None
     if bounds is None:
+        bounds = steady_window(records, close) if steady else None
+    if bounds is None or not records:
         return summary
     start, end = bounds
     inside = [r for r in records if _field(r, "ok") and start < (finish_time(r) or 0) <= end]
-    if len(inside) < MIN_STEADY_COMPLETIONS:
+    if len(inside) < MIN_STEADY_COMPLETIONS and not imposed:
         return summary
     sent_inside = [r for r in records if start <= _field(r, "sent_at") <= end]
     drain = [r for r in sent_inside if (finish_time(r) or math.inf) > end]
