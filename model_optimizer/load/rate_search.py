@@ -64,9 +64,13 @@ def judge(rate: float, metrics: Mapping[str, Any], fraction: float,
     """
     goodput = metrics.get("goodput_qps") or 0.0
     offered = rate
+    problems = list(metrics.get("slo_violations") or [])
     if window_s and sent:
         offered = sent / window_s
-    problems = list(metrics.get("slo_violations") or [])
+        expected = rate * window_s  # a Poisson count: standard deviation sqrt(expected)
+        if sent < expected - 4 * math.sqrt(expected):
+            problems.append(f"only {offered:.2f} req/s could be sent of {rate:.2f} asked: the "
+                            "client (or its CPU) is the limit, so this rate is not shown to pass")
     if goodput < fraction * offered:
         problems.append(f"goodput {goodput:.2f} req/s < {fraction:g} x {offered:.2f} offered")
     if problems:

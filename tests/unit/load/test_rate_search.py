@@ -84,3 +84,12 @@ def test_judge_compares_with_what_was_actually_sent():
     assert judge(10, metrics, 0.9, window_s=10, sent=85)[0] is True  # 8.5 req/s were sent
     assert judge(10, metrics, 0.9)[0] is False
     assert judge(10, metrics, 0.9, window_s=10, sent=120)[0] is False  # 12 req/s were sent
+
+
+def test_a_rate_the_client_could_not_send_does_not_pass():
+    # measured: offered 162 req/s for 3 s, the starved client sent 70 and all met the SLOs
+    metrics = {"goodput_qps": 22.9, "requests": 70, "slo_violations": []}
+    passed, reason = judge(162, metrics, 0.9, window_s=3, sent=70)
+    assert passed is False and "could be sent of 162.00 asked" in reason
+    # a Poisson shortfall within 4 standard deviations is the arrival process, not the client
+    assert judge(162, {**metrics, "goodput_qps": 150.0}, 0.9, window_s=3, sent=420)[0] is True
