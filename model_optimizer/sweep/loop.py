@@ -54,7 +54,8 @@ class SweepState(SearchState):
     objective: str
     history: list[Point] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)
-    figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> step figures
+    figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> latest figures
+    step_figures: list[dict] = field(default_factory=list)  # one per history entry, in order
     confirmations: list[dict] = field(default_factory=list)
     strategy: str = "relaunch"          # relaunch | probe-scan (as resolved at the start)
     strategy_reason: str = ""
@@ -234,13 +235,14 @@ class SweepRunner:
 
     def _measure_step(self, value, phase: str) -> None:
         if self.probe is not None:  # a level on the live scan server
-            point, self.state.figures[str(value)] = self.probe.measure(value, phase)
+            point, figures = self.probe.measure(value, phase)
         else:
             measured = self.measure(self.step_recipe(value), value)
             if measured.status == "skipped":
                 self.emit("skipped", {"value": value, "reason": measured.reason})
-            point = point_of(value, phase, measured)
-            self.state.figures[str(point.value)] = measured.figures
+            point, figures = point_of(value, phase, measured), measured.figures
+        self.state.figures[str(point.value)] = figures
+        self.state.step_figures.append(figures)
         self.state.history.append(point)
         self.session.save()
         self.emit("step_done", {"value": point.value, "status": point.status,

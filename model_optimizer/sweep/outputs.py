@@ -23,11 +23,15 @@ CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width
 
 
 def summary_rows(state) -> list[dict[str, Any]]:
-    """One row per measured step, with the decision that proposed it."""
+    """One row per measured step, with the decision that proposed it and that step's own
+    figures (a re-measured value has a row per window; state.json written before per-step
+    figures existed falls back to the value's latest figures)."""
     proposed = [d for d in state.decisions if d["value"] is not None]
+    per_step = getattr(state, "step_figures", None) or []
     rows = []
     for index, point in enumerate(state.history):
-        figures = state.figures.get(str(point.value), {})
+        figures = (per_step[index] if len(per_step) == len(state.history)
+                   else state.figures.get(str(point.value), {})) or {}
         reason = proposed[index]["reason"] if index < len(proposed) else ""
         row = {"step": index + 1, "value": point.value, "phase": point.phase,
                "status": point.status, "failure": point.failure_kind, "reason": reason}

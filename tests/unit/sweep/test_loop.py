@@ -154,3 +154,29 @@ def test_re_measurement_stops_at_the_launch_budget(recipe, tmp_path):
     assert cut and cut[0]["stop_rule"] == "budget"
     summary = json.loads((outcome.archive / "summary.json").read_text())
     assert summary["strategy"] == "relaunch" and summary["stop"]["phase"] != "remeasure"
+
+
+class DriftingMeasure(FakeMeasure):
+    """Like FakeMeasure, but every window reads a little higher than the one before, so two
+    windows of the same value have different figures."""
+
+    def __call__(self, step, value):
+        measured = super().__call__(step, value)
+        drift = 0.01 * len(self.calls)
+        figures = {**measured.figures, "qps": round(measured.figures["qps"] + drift, 3)}
+        return Measurement("ok", samples=[figures["qps"]], slo_met=True, preemptions=0,
+                           run_ids=measured.run_ids, figures=figures)
+
+
+def test_summary_rows_carry_each_windows_own_figures(recipe, tmp_path):
+    """A re-measured value has one row per window, each with that window's figures (the
+    rows used to repeat the value's latest figures)."""
+    outcome = sweep_once(recipe, tmp_path / "runs", DriftingMeasure(), tmp_path / "out.yaml")
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    remeasured = [r for r in summary["steps"] if r["phase"] == "remeasure"]
+    assert len(remeasured) == 4
+    for value in {r["value"] for r in remeasured}:
+        rows = [r for r in summary["steps"] if r["value"] == value]
+        assert len({r["qps"] for r in rows}) == len(rows) >= 2
+    state = json.loads((outcome.archive / "state.json").read_text())
+    assert [r["qps"] for r in summary["steps"]] == [f["qps"] for f in state["step_figures"]]
