@@ -1,84 +1,177 @@
-"""Long-request protection: does the short class's p99 TTFT improve with protection on?
+"""Long-request protection, knob by knob: which knob helps the short class's p99 TTFT?
 
 Runs ``recipes/tiny-cpu-mix.yaml`` (90 % short requests, 10 % long ones with 1000-1700
 prompt tokens and 256 output tokens, Poisson arrivals, a 16 MiB KV cache) on the real vLLM
-CPU server in two configurations, alternating launches (A B A B ...) so a slow minute on a
-shared machine hits both:
+CPU server in five configurations, one launch each, alternating in every repeat
+(off, budget, threshold, cap, all, off, budget, ...) so a slow minute on a shared machine
+hits every configuration alike:
 
 - **off**: one scheduler step may take 2048 tokens, no long-prefill cap, no output cap;
-- **on**: the recipe as shipped: 512-token steps with chunked prefill,
-  ``long_prefill_token_threshold: 128``, ``max_output_tokens: 64``.
+- **budget**: chunked prefill with a 512-token step budget only (``max_num_batched_tokens``);
+- **threshold**: 2048-token steps, ``long_prefill_token_threshold: 128`` only;
+- **cap**: 2048-token steps, ``max_output_tokens: 64`` only (a server-side output cap);
+- **all**: the recipe as shipped (all three).
 
-Prints each run's per-class figures, then the medians over repeats and the ratio of the
-short class's p99 TTFT (on / off) with the range of the repeats.
+For every run it prints the per-class p99 TTFT and E2E with their 95 % bootstrap intervals
+(over the run's requests in its steady window). After each repeat round it prints, per
+configuration and class, the median of the repeats with their range (the noise), the p99 of
+all repeats' requests pooled with its 95 % interval, and for each knob the short class's
+p99 TTFT ratio to "off" per repeat, judged **outside the noise** only when every repeat of
+the knob lies beyond every repeat of "off".
 
-    .venv/bin/python benchmarks/long_request_protection.py [--repeats 2] [--rate 6]
+    .venv/bin/python benchmarks/long_request_protection.py [--repeats 3] [--rate 6]
+        [--num-requests 100] [--only off,all]
 
-About 2 minutes per launch on 2 cores. Archives go to a temp folder unless --runs-dir.
+About 1.5-2 minutes per launch on 2 cores. Archives go to a temp folder unless --runs-dir.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import statistics
 import tempfile
 from pathlib import Path
 
+from model_optimizer.load.stats import percentile
+from model_optimizer.load.steady import bootstrap_interval, finish_time
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
-OFF = ["engine.max_num_batched_tokens=2048", "engine.long_prefill_token_threshold=null",
-       "engine.max_output_tokens=null"]
-FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms", "qps", "capped_requests")
+UNPROTECTED = {"engine.max_num_batched_tokens": "2048",
+               "engine.long_prefill_token_threshold": "null",
+               "engine.max_output_tokens": "null"}
+KNOBS = {"budget": {"engine.max_num_batched_tokens": "512"},
+         "threshold": {"engine.long_prefill_token_threshold": "128"},
+         "cap": {"engine.max_output_tokens": "64"}}
+CLASSES = ("short", "long")
+METRICS = {"ttft": "ttft_s", "e2e": "e2e_s"}
+
+
+def configurations() -> dict[str, list[str]]:
+    """Label -> recipe overrides: off, each knob alone over "off", and the recipe as shipped."""
+    configs = {"off": [f"{k}={v}" for k, v in UNPROTECTED.items()]}
+    for label, knob in KNOBS.items():
+        configs[label] = [f"{k}={v}" for k, v in {**UNPROTECTED, **knob}.items()]
+    configs["all"] = []
+    return configs
+
+
+def class_samples(archive: Path, metrics: dict) -> dict[str, dict[str, list[float]]]:
+    """Class -> metric -> seconds of the measured, completed requests in the steady window."""
+    steady = metrics.get("steady")
+    out = {cls: {name: [] for name in METRICS} for cls in CLASSES}
+    for line in (archive / "requests.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["warmup"] or not record["ok"] or record["request_class"] not in out:
+            continue
+        if steady and not steady["start"] < (finish_time(record) or 0) <= steady["end"]:
+            continue
+        for name, key in METRICS.items():
+            if record[key] is not None:
+                out[record["request_class"]][name].append(record[key])
+    return out
+
+
+def p99_text(values: list[float]) -> str:
+    """``p99 [low, high]`` in ms (95 % percentile bootstrap), ``n/a`` without samples."""
+    if not values:
+        return "n/a"
+    bounds = bootstrap_interval(values, 99, rng=random.Random(0))
+    span = f" [{bounds[0] * 1e3:.0f}, {bounds[1] * 1e3:.0f}]" if bounds else ""
+    return f"{percentile(values, 99) * 1e3:.0f}{span}"
 
 
 def measure(label: str, overrides: list[str], runs: Path) -> dict:
-    """One archived run; returns its per-class figures."""
+    """One launch and archived run; its per-class samples and capped counts."""
     loaded = load_recipe(ROOT / "recipes" / "tiny-cpu-mix.yaml", overrides)
     outcome = run_recipe(loaded, runs)
     if not outcome.ok:
         raise SystemExit(f"{label}: run {outcome.run_id} failed: {outcome.status}")
+    samples = class_samples(outcome.archive, outcome.metrics)
     classes = outcome.metrics["classes"]
-    row = {cls: {k: figures.get(k) for k in FIGURES} for cls, figures in classes.items()}
-    print(f"{label:4} {outcome.run_id}: " + "; ".join(
-        f"{cls} TTFT p50 {f['ttft_p50_ms']:.0f} p99 {f['ttft_p99_ms']:.0f} ms, E2E p99 "
-        f"{f['e2e_p99_ms']:.0f} ms, {f['qps']:.2f} req/s, capped {f['capped_requests']}"
-        for cls, f in row.items()), flush=True)
-    return row
+    print(f"{label:9} {outcome.run_id}: " + "; ".join(
+        f"{cls} n={len(samples[cls]['ttft'])} TTFT p99 {p99_text(samples[cls]['ttft'])} ms, "
+        f"E2E p99 {p99_text(samples[cls]['e2e'])} ms, capped {classes[cls]['capped_requests']}"
+        for cls in CLASSES), flush=True)
+    return {"samples": samples, "capped": {c: classes[c]["capped_requests"] for c in CLASSES},
+            "requests": {c: classes[c]["requests"] for c in CLASSES}}
 
 
 def main() -> None:
-    """Alternate off/on launches and print the comparison."""
+    """Alternate the configurations' launches, printing the comparison after every round."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rate", type=float, default=6.0, help="Poisson requests/s")
-    parser.add_argument("--num-requests", type=int, default=150)
+    parser.add_argument("--num-requests", type=int, default=100)
+    parser.add_argument("--only", default=None, help="comma-separated subset of "
+                        "off,budget,threshold,cap,all (default: all five)")
     parser.add_argument("--runs-dir", type=Path, default=None)
     args = parser.parse_args()
+    configs = configurations()
+    if args.only:
+        configs = {label: configs[label] for label in args.only.split(",")}
     runs = args.runs_dir or Path(tempfile.mkdtemp(prefix="mopt-protection-"))
     load = [f"workload.request_rate={args.rate}", f"workload.num_requests={args.num_requests}"]
-    results: dict[str, list[dict]] = {"off": [], "on": []}
+    results: dict[str, list[dict]] = {label: [] for label in configs}
     for repeat in range(args.repeats):
-        for label, overrides in (("off", OFF), ("on", [])):
-            print(f"repeat {repeat + 1}/{args.repeats}: protection {label} ...", flush=True)
+        for label, overrides in configs.items():
+            print(f"repeat {repeat + 1}/{args.repeats}: {label} ...", flush=True)
             results[label].append(measure(label, overrides + load, runs))
-    print_summary(results)
+        print_summary(results)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.0f}"
 
 
 def print_summary(results: dict[str, list[dict]]) -> None:
-    """Medians per configuration and class, and the short class's p99 TTFT ratio."""
-    print("\n| protection | class | TTFT p50 ms | TTFT p99 ms | E2E p99 ms | req/s | capped |")
+    """Per configuration and class: repeats' median and range, pooled p99 with its interval."""
+    rounds = min(len(rows) for rows in results.values())
+    print(f"\nafter {rounds} repeat(s): p99 in ms; median (range over repeats) | pooled p99 "
+          "[95% bootstrap interval]")
+    print("| config | class | TTFT p99 | TTFT p99 pooled | E2E p99 | E2E p99 pooled | capped |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for label, rows in results.items():
-        for cls in ("short", "long"):
-            cells = [statistics.median(r[cls][k] for r in rows) for k in FIGURES]
-            print(f"| {label} | {cls} | {cells[0]:.0f} | {cells[1]:.0f} | {cells[2]:.0f} | "
-                  f"{cells[3]:.2f} | {cells[4]:.0f} |")
-    ratios = [on["short"]["ttft_p99_ms"] / off["short"]["ttft_p99_ms"]
-              for off, on in zip(results["off"], results["on"], strict=True)]
-    print(f"\nshort p99 TTFT on/off per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
-          f"(median {statistics.median(ratios):.2f}; < 1 means protection helped)")
+        for cls in CLASSES:
+            cells = []
+            for name in METRICS:
+                per_run = [percentile(r["samples"][cls][name], 99) for r in rows
+                           if r["samples"][cls][name]]
+                pooled = [v for r in rows for v in r["samples"][cls][name]]
+                cells.append(f"{_ms(statistics.median(per_run))} ({_ms(min(per_run))}-"
+                             f"{_ms(max(per_run))})" if per_run else "n/a")
+                cells.append(p99_text(pooled))
+            capped = sum(r["capped"][cls] for r in rows)
+            asked = sum(r["requests"][cls] for r in rows)
+            print(f"| {label} | {cls} | {' | '.join(cells)} | {capped} of {asked} |")
+    print_verdicts(results)
+
+
+def print_verdicts(results: dict[str, list[dict]]) -> None:
+    """Each configuration's short p99 TTFT against "off": per-repeat ratios and the verdict."""
+    if "off" not in results:
+        return
+    off = [percentile(r["samples"]["short"]["ttft"], 99) for r in results["off"]]
+    print()
+    for label, rows in results.items():
+        if label == "off":
+            continue
+        mine = [percentile(r["samples"]["short"]["ttft"], 99) for r in rows]
+        ratios = [m / o for m, o in zip(mine, off, strict=False)]
+        if min(len(mine), len(off)) < 2:
+            verdict = "one repeat: no estimate of the noise yet"
+        elif max(mine) < min(off):
+            verdict = "lower than every 'off' repeat: an effect outside the noise"
+        elif min(mine) > max(off):
+            verdict = "higher than every 'off' repeat: worse, outside the noise"
+        else:
+            verdict = "overlaps the 'off' repeats: no effect outside the noise"
+        print(f"short p99 TTFT {label}/off per repeat: "
+              f"{', '.join(f'{r:.2f}' for r in ratios)} (median "
+              f"{statistics.median(ratios):.2f}); {verdict}")
 
 
 if __name__ == "__main__":
