@@ -21,6 +21,8 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
+from model_optimizer.load.prompts import register_tokenizer
+from model_optimizer.load.server_tokenizer import ServerTokenizer
 from model_optimizer.load.workload import api_headers
 from model_optimizer.recipe import load_recipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
@@ -77,7 +79,8 @@ def bench(
     model: Annotated[str | None, typer.Option(help="Model name to request (default: the "
                                               "server's only model).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(
-        help="Tokenizer folder for exact prompt lengths (default: the recipe's model).")] = None,
+        help="Tokenizer folder for exact prompt lengths (default: the recipe's model; without "
+             "--recipe, the server's own /tokenize and /detokenize endpoints).")] = None,
     prompt_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens.")] = None,
     output_tokens: Annotated[int | None, typer.Option(help="Output tokens per request.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight.")] = None,
@@ -115,23 +118,28 @@ def bench(
     sets = flag_sets + list(overrides or [])
     loaded = (load_recipe(recipe, sets) if recipe is not None
               else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))
-    names = served_models(url, api_headers(loaded.resolved["workload"]))
+    headers = api_headers(loaded.resolved["workload"])
+    names = served_models(url, headers)
     model_name = model or (names[0] if len(names) == 1 else None)
     if model_name is None:
         raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
                          "choose one with --model")
-    if tokenizer is None and recipe is None:
-        raise UsageError("prompt lengths are exact in the model's own tokens: pass "
-                         "--tokenizer DIR (the model folder) or --recipe FILE")
-    tokenizer_dir = str(tokenizer) if tokenizer else (
-        loaded.resolved["model"].get("tokenizer")
-        or model_location(loaded.resolved, loaded.base_dir))
+    if tokenizer is not None:
+        tokenizer_dir = str(tokenizer)
+    elif recipe is not None:
+        tokenizer_dir = (loaded.resolved["model"].get("tokenizer")
+                         or model_location(loaded.resolved, loaded.base_dir))
+    else:  # count tokens as the server does, by asking it
+        err_console.print(f"no --tokenizer or --recipe: prompt tokens counted by {url}"
+                          "/tokenize", highlight=False)
+        tokenizer_dir = register_tokenizer(url + "/tokenize",
+                                           ServerTokenizer(url, model_name, headers))
     terminate_as_interrupt()
     progress_console = err_console if as_json else None
     with RunProgress(progress_console or err_console,
                      total=loaded.resolved["workload"].get("num_requests")) as progress:
         outcome = bench_endpoint(url, loaded, model_name, tokenizer_dir, runs_dir(runs_dir_opt),
-                                 on_event=progress)
+                                 on_event=progress, archive_extra={"tokenizer": tokenizer_dir})
     if as_json:
         print_json(outcome.to_dict())
     else:

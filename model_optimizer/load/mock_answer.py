@@ -55,7 +55,8 @@ class Job:
         self.chat, self.number, self.arrived = chat, number, arrived
         self.output_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens")
                                  or self.config.default_max_tokens)
-        self.prompt_tokens = count_prompt_tokens(body)
+        bos = 1 if self.config.bos_token and not chat else 0  # as its /tokenize counts
+        self.prompt_tokens = count_prompt_tokens(body) + bos
         self.request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         self.response: web.StreamResponse | None = None
         self.created = int(time.time())

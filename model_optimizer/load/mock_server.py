@@ -3,7 +3,9 @@
 It answers like vLLM's OpenAI server, with timings set by configuration instead of a model:
 
 - ``POST /v1/completions`` and ``POST /v1/chat/completions`` (streamed or not),
-- ``GET /health``, ``GET /v1/models``, ``GET /metrics`` (a few ``vllm:*`` Prometheus series).
+- ``GET /health``, ``GET /v1/models``, ``GET /metrics`` (a few ``vllm:*`` Prometheus series),
+- ``POST /tokenize`` and ``/detokenize`` over a word vocabulary (``mock_tokenize``; off with
+  ``tokenize_endpoint=False``, like a server that has none).
 
 Timing: generated token ``j`` (0-based) is ready ``ttft_s + j * itl_s`` after the request
 arrived; a chunk carries ``tokens_per_chunk`` tokens and is sent when its last token is ready.
@@ -59,7 +61,10 @@ from typing import Any
 
 from aiohttp import web
 
+from model_optimizer.load import mock_tokenize
 from model_optimizer.load.mock_answer import Job, count_prompt_tokens, error_body
+
+_TOKENIZE_PATHS = ("/tokenize", "/detokenize")  # guarded too: stricter than vLLM's /v1 only
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,10 @@ class MockConfig:
     max_num_seqs: int = 0             # 0: no batch limit
     capacity: int = 0                 # most requests the "hardware" runs at once (0: no limit)
     die_after_n: int = 0              # exit the process when request n arrives (0: never)
-    api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <api_key>"
+    api_key: str | None = None  # when set, /v1/* and /(de)tokenize need "Bearer <api_key>"
+    tokenize_endpoint: bool = True    # serve /tokenize and /detokenize
+    vocab_size: int = 512             # of the mock's word tokenizer
+    bos_token: bool = False           # completions prompts get <s> (counted in usage)
 
 
 @dataclass
@@ -97,6 +105,7 @@ class MockCounters:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     payloads: list[dict] = field(default_factory=list)
+    tokenize_calls: int = 0
 
 
 class MockApp:
@@ -116,11 +125,23 @@ class MockApp:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
+        if self.config.tokenize_endpoint:
+            app.router.add_post("/tokenize", self.tokenize)
+            app.router.add_post("/detokenize", self.detokenize)
         return app
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        self.counters.tokenize_calls += 1
+        return await mock_tokenize.tokenize(request, self.config)
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        self.counters.tokenize_calls += 1
+        return await mock_tokenize.detokenize(request, self.config)
 
     @web.middleware
     async def _check_key(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path.startswith("/v1/") and \
+        guarded = request.path.startswith("/v1/") or request.path in _TOKENIZE_PATHS
+        if guarded and \
                 request.headers.get("Authorization") != f"Bearer {self.config.api_key}":
             return web.json_response(error_body("invalid API key", 401), status=401)
         return await handler(request)

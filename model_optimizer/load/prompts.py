@@ -35,8 +35,25 @@ MAX_FIT_ATTEMPTS = 200
 CANDIDATE_POOL_SIZE = 2000
 
 
-@functools.lru_cache(maxsize=8)
+PREFETCH_CHUNK = 256
+_REGISTERED: dict[str, Any] = {}
+
+
+def register_tokenizer(location: str, tokenizer: Any) -> str:
+    """Make ``load_tokenizer(location)`` return ``tokenizer`` (a server's tokenizer, whose
+    location is its ``<url>/tokenize``); returns ``location``."""
+    _REGISTERED[location] = tokenizer
+    return location
+
+
 def load_tokenizer(tokenizer_dir: str) -> Any:
+    """The tokenizer registered under ``tokenizer_dir``, else the folder's Hugging Face one."""
+    registered = _REGISTERED.get(tokenizer_dir)
+    return registered if registered is not None else _folder_tokenizer(tokenizer_dir)
+
+
+@functools.lru_cache(maxsize=8)
+def _folder_tokenizer(tokenizer_dir: str) -> Any:
     """The model's Hugging Face tokenizer (cached per folder; transformers imported lazily)."""
     from transformers import AutoTokenizer
 
@@ -121,6 +138,9 @@ class PromptSource:
 
     def chat_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """How many prompt tokens vLLM's /v1/chat/completions counts for ``messages``."""
+        encode_chat = getattr(self.tokenizer, "encode_chat", None)
+        if encode_chat is not None:  # a server's tokenizer renders its own template
+            return len(encode_chat(messages))
         return len(self._encode(self._render_chat(messages)))
 
     # ----- counting ----------------------------------------------------------------------
@@ -145,7 +165,7 @@ class PromptSource:
                                                   add_generation_prompt=True)
 
     def _count_chat(self, content: str) -> int:
-        return len(self._encode(self._render_chat([{"role": "user", "content": content}])))
+        return self.chat_prompt_tokens([{"role": "user", "content": content}])
 
     # ----- fitting -----------------------------------------------------------------------
 
@@ -156,11 +176,18 @@ class PromptSource:
         """Up to CANDIDATE_POOL_SIZE ids that decode to visible text and round-trip alone."""
         vocab_ids = list(range(len(self.tokenizer)))
         random.Random(f"mopt-vocab:{self.seed}").shuffle(vocab_ids)
+        prefetch = getattr(self.tokenizer, "prefetch", None)  # a server's: many calls at once
+        looks_special = getattr(self.tokenizer, "looks_special", None)
         candidates = []
-        for token_id in vocab_ids:
+        for position, token_id in enumerate(vocab_ids):
+            if prefetch is not None and position % PREFETCH_CHUNK == 0:
+                prefetch(vocab_ids[position:position + PREFETCH_CHUNK])
             if token_id in self._special_ids:
                 continue
             text = self.tokenizer.decode([token_id])
+            if looks_special is not None and looks_special(token_id, text):
+                self._special_ids.add(token_id)
+                continue
             if (not text.strip() or not text.isprintable() or "\ufffd" in text
                     or self._encode(text) != [token_id]):
                 continue

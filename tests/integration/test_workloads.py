@@ -144,3 +144,21 @@ def test_a_wrong_key_is_refused(server, tmp_path):
         os.environ.pop("MOPT_TEST_WRONG_KEY")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "401" in result.stderr or "401" in result.stdout
+
+
+@pytest.mark.parametrize(("endpoint", "length"), [("completions", 37), ("chat", 45)])
+def test_bench_url_counts_tokens_with_the_servers_tokenize_endpoint(server, tmp_path,
+                                                                     endpoint, length):
+    """No --tokenizer, no --recipe: prompts fitted through vLLM's /tokenize and /detokenize
+    (the API key sent along) have exactly the length vLLM reports in usage.prompt_tokens."""
+    runs = tmp_path / "runs"
+    result = run_mopt("bench", "--url", server.base_url, "--api-key-env", KEY_VAR,
+                      "--endpoint", endpoint, "--prompt-tokens", str(length),
+                      "--output-tokens", "4", "--num-requests", "8", "--concurrency", "2",
+                      "--warmup", "1", "--runs-dir", str(runs), "--json", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    archive = only_archive(runs)
+    records = [r for r in read_jsonl(archive / "requests.jsonl") if not r["warmup"]]
+    assert len(records) == 8 and all(r["ok"] for r in records)
+    assert {r["prompt_tokens"] for r in records} == {length}
+    assert_key_not_archived(archive)

@@ -1,0 +1,182 @@
+"""The served model's tokenizer, read through the server's own ``/tokenize`` and ``/detokenize``.
+
+``mopt bench --url`` with neither ``--tokenizer`` nor ``--recipe`` counts tokens the way the
+server does by asking it: vLLM's OpenAI server (0.32) answers
+
+- ``POST /tokenize`` ``{"model", "prompt", "add_special_tokens"}`` (completions: the prompt as
+  ``/v1/completions`` encodes it with ``add_special_tokens: true``) or ``{"model",
+  "messages", "add_generation_prompt": true}`` (the chat template applied, as
+  ``/v1/chat/completions`` does) with ``{"count", "max_model_len", "tokens": [ids]}``;
+- ``POST /detokenize`` ``{"model", "tokens": [ids]}`` with ``{"prompt": text}``.
+
+``ServerTokenizer`` offers the part of a Hugging Face tokenizer that ``PromptSource`` uses
+(call, ``decode``, ``len``, ``all_special_ids``) plus ``encode_chat`` (the server renders the
+template) and ``prefetch`` (many ids decoded and re-encoded concurrently). Answers are cached
+(bounded), every call has a timeout, and the API key header goes with every call (vLLM does
+not guard these paths; a stricter server may).
+
+What the endpoints cannot say is guessed, and only steers which ids random prompts are drawn
+from (the lengths stay the server's own): the vocabulary size is found by a search over
+``/detokenize`` (the first id that no longer decodes); special tokens are those the server
+adds to a prompt (BOS) and those whose text looks like markup (``<s>``, ``<|eot_id|>``,
+``[INST]``), which random prompts avoid.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+
+from model_optimizer.errors import UsageError
+
+TIMEOUT_S = 30.0
+WORKERS = 8
+CACHE_SIZE = 8192
+MAX_VOCAB = 1 << 22
+_MARKUP = re.compile(r"^(<[^<>\s]+>|<\|[^|]*\|>|\[/?[A-Z_]+\])$")
+_NO_ENDPOINT = (404, 405, 501)
+
+
+class ServerTokenizer:
+    """Tokens counted by the server at ``base_url`` for ``model``."""
+
+    def __init__(self, base_url: str, model: str | None = None,
+                 headers: Mapping[str, str] | None = None, *,
+                 timeout_s: float = TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self._headers = dict(headers or {})
+        self._local = threading.local()
+        self._encode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._encode_remote)
+        self._decode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._decode_remote)
+        self._vocab_size: int | None = None
+        self.chat_template = "rendered by the server"  # PromptSource checks it exists
+        sample = tuple(self._encode_cached("hello world", False))  # fails early: no endpoint
+        with_specials = self._encode_cached("hello world", True)
+        self._specials = {token for token in with_specials if token not in sample}
+
+    @property
+    def location(self) -> str:
+        """Where the tokens come from, as a tokenizer location (``<url>/tokenize``)."""
+        return f"{self.base_url}/tokenize"
+
+    # ----- the Hugging Face tokenizer subset PromptSource uses --------------------------
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": list(self._encode_cached(text, bool(add_special_tokens)))}
+
+    def decode(self, token_ids: Iterable[int]) -> str:
+        """The text of ``token_ids`` as the server decodes it."""
+        return self._decode_cached(tuple(int(token) for token in token_ids))
+
+    def __len__(self) -> int:
+        if self._vocab_size is None:
+            self._vocab_size = self._find_vocab_size()
+        return self._vocab_size
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Ids the server adds itself, and ids seen so far whose text looks like markup."""
+        return sorted(self._specials)
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids of ``messages`` rendered with the server's chat template."""
+        body = {"messages": messages, "add_generation_prompt": True}
+        return list(self._post("/tokenize", body, "chat messages")["tokens"])
+
+    def looks_special(self, token_id: int, text: str) -> bool:
+        """True (and remembered) when ``text`` reads like a special token's markup."""
+        if token_id in self._specials or _MARKUP.match(text.strip()):
+            self._specials.add(token_id)
+            return True
+        return False
+
+    def prefetch(self, token_ids: Iterable[int]) -> None:
+        """Decode each id and re-encode its text, ``WORKERS`` calls at a time (cached)."""
+        def one(token_id: int) -> None:
+            self(self.decode([token_id]))
+
+        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mopt-tok") as pool:
+            list(pool.map(one, token_ids))
+
+    # ----- HTTP ------------------------------------------------------------------------
+
+    def _encode_remote(self, text: str, add_special_tokens: bool) -> tuple[int, ...]:
+        body = {"prompt": text, "add_special_tokens": add_special_tokens}
+        return tuple(self._post("/tokenize", body, "a prompt")["tokens"])
+
+    def _decode_remote(self, token_ids: tuple[int, ...]) -> str:
+        return str(self._post("/detokenize", {"tokens": list(token_ids)}, "token ids")["prompt"])
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+            session.trust_env = False  # never through a proxy from the environment
+        return session
+
+    def _post(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+        if self.model:
+            body = {"model": self.model, **body}
+        url = f"{self.base_url}{path}"
+        try:
+            response = self._session().post(url, json=body, headers=self._headers,
+                                             timeout=self.timeout_s, allow_redirects=False)
+        except requests.RequestException as exc:
+            raise UsageError(f"{url} did not answer ({exc}); check --url, or pass --tokenizer "
+                             "DIR to count tokens locally") from None
+        if response.status_code in _NO_ENDPOINT and not _error_message(response):
+            raise UsageError(f"{url} is not there (HTTP {response.status_code}): this server "
+                             "has no tokenize endpoint, so mopt cannot count tokens the way it "
+                             "does; pass --tokenizer DIR (the model's folder or its tokenizer "
+                             "files) or --recipe FILE whose model is on this machine")
+        if response.status_code in (401, 403):
+            raise UsageError(f"{url} refused the request (HTTP {response.status_code}): pass "
+                             "--api-key-env VAR, or --tokenizer DIR to count tokens locally")
+        try:
+            response.raise_for_status()
+            answer = response.json()
+            if not isinstance(answer, dict):
+                raise ValueError("not a JSON object")
+            return answer
+        except (requests.RequestException, ValueError) as exc:
+            raise TokenizeError(f"{url} could not tokenize {what}: HTTP "
+                                f"{response.status_code} {response.text[:300]!r} ({exc})"
+                                ) from None
+
+    def _decodes(self, token_id: int) -> bool:
+        try:
+            return bool(self.decode([token_id]))
+        except TokenizeError:
+            return False
+
+    def _find_vocab_size(self) -> int:
+        """The first id that does not decode: doubling, then bisection (about 2 log2 V calls)."""
+        low, high = 0, 256  # _decodes(low) holds (id 0 is in every vocabulary)
+        while high < MAX_VOCAB and self._decodes(high):
+            low, high = high, high * 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if self._decodes(middle) else (low, middle)
+        return high
+
+
+def _error_message(response: requests.Response) -> str | None:
+    """The OpenAI-style ``error.message`` of an answer (a 404 for an unknown model has one;
+    a path the server does not have has none)."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("message") if isinstance(error, dict) else None
+
+
+class TokenizeError(UsageError):
+    """The server's tokenize endpoint answered, but not with tokens."""
