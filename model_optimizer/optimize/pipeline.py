@@ -4,7 +4,9 @@ Every stage is its own archived run under the pipeline's ``steps/`` folder (a ``
 measurement, ``quantize`` for a checkpoint, ``eval`` for the gate, ``sweep`` for the sweep),
 and the pipeline's ``state.json`` links them. The state is saved after each stage, so after
 Ctrl-C ``--resume runs/<id>`` skips what finished (an interrupted sweep is resumed, not
-restarted). The survivor is the fastest configuration (``optimize.objective``) among the
+restarted). The archive, ``state.json`` and sealing are the search core's
+(:class:`~model_optimizer.search.session.SearchSession`); this module keeps the stages. The
+survivor is the fastest configuration (``optimize.objective``) among the
 baseline and the candidates that ran and passed the quality gate; ``optimize.survivor:
 best_candidate`` leaves the baseline out when a candidate passed (memory, not speed, is
 what a quantized model buys on a small batch).
@@ -12,43 +14,43 @@ what a quantized model buys on a small batch).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
-from model_optimizer.archive.entry import revision_fields
-from model_optimizer.archive.names import GIVEN_RECIPE, STEPS_DIR, WRITTEN_RECIPE
-from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
+from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, utc_now
+from model_optimizer.errors import UsageError
 from model_optimizer.measure import measure_configuration, variant
 from model_optimizer.optimize import gate as quality_gate
 from model_optimizer.optimize.candidates import Candidate, candidates_of, cannot_run
 from model_optimizer.plan import load_model_config
-from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
+from model_optimizer.search.session import (
+    EventCallback,
+    RevisionOutcome,
+    SearchSession,
+    SearchState,
+    read_search_archive,
+)
 
-STEPS = STEPS_DIR
-Event = Callable[[str, dict], None]
+KIND = "optimize"
 
 
-@dataclass
-class OptimizeState:
+@dataclass(kw_only=True)
+class OptimizeState(SearchState):
     """Everything needed to resume: the inputs and each finished stage's record."""
 
-    recipe_file: str
-    overrides: list[str]
-    output: str
     force: bool = False
     stages: dict[str, dict] = field(default_factory=dict)
     survivor: str | None = None
-    started_at: str = field(default_factory=utc_now)
 
 
 @dataclass
-class OptimizeOutcome:
-    """How the pipeline ended."""
+class OptimizeOutcome(RevisionOutcome):
+    """How the pipeline ended (``exit_code``: 0 a validated revision was written; 4 nothing
+    ran well enough; 130 interrupted)."""
 
     status: str
     archive: Path
@@ -57,13 +59,6 @@ class OptimizeOutcome:
     written: Path | None = None
     reason: str = ""
     rows: list[dict] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0 a validated revision was written; 4 nothing ran well enough; 130 interrupted."""
-        if self.status == STATUS_INTERRUPTED:
-            return EXIT_INTERRUPTED
-        return EXIT_OK if self.written else EXIT_SLO_FAILED
 
     def to_dict(self) -> dict:
         """JSON-ready summary."""
@@ -74,54 +69,56 @@ class OptimizeOutcome:
 
 
 class Pipeline:
-    """Runs one optimize pipeline (new or resumed) into its archive folder."""
+    """Runs one optimize pipeline (new or resumed) in its search session."""
 
-    def __init__(self, loaded: LoadedRecipe, archive: RunArchive, state: OptimizeState,
-                 on_event: Event | None = None):
-        self.loaded, self.archive, self.state = loaded, archive, state
-        self.emit = on_event or (lambda _kind, _data: None)
-        self.steps = archive.path / STEPS
-        self.candidates = candidates_of(loaded.resolved)
-        self.settings = loaded.resolved["optimize"]
+    def __init__(self, session: SearchSession):
+        self.session = session
+        self.loaded, self.archive = session.loaded, session.archive
+        self.state: OptimizeState = session.state  # type: ignore[assignment]
+        self.emit = session.emit
+        self.steps = session.steps_dir
+        self.candidates = candidates_of(self.loaded.resolved)
+        self.settings = self.loaded.resolved["optimize"]
         self.objective = ("goodput_qps" if any(v is not None for v in
-                                               loaded.resolved["slo"].values())
+                                               self.loaded.resolved["slo"].values())
                           else self.settings["objective"])
         self._baseline_eval = None
 
     def run(self) -> OptimizeOutcome:
-        """All stages; the archive is sealed whatever happens."""
-        from model_optimizer.optimize.report import markdown_table, write_outputs
+        """All stages; the archive is sealed whatever stops them (Ctrl-C or an error)."""
+        return self.session.run(self._stages, self._finish, self._outputs,
+                                seal_on_error=True)
 
+    def _stages(self) -> OptimizeOutcome:
         outcome = OptimizeOutcome(STATUS_INTERRUPTED, self.archive.path, self.archive.id)
-        try:
-            self._stage("baseline", self._baseline)
-            for candidate in self.candidates:
-                self._stage(candidate.name, lambda c=candidate: self._candidate(c))
-            survivor = self._survivor()
-            self.state.survivor = survivor
-            if survivor is None:
-                outcome.status, outcome.reason = "failed:no_survivor", "nothing ran"
-            else:
-                if self.settings["sweep"]:
-                    self._stage("sweep", lambda: self._sweep(survivor))
-                outcome.written = self._write(survivor)
-                outcome.status = STATUS_OK
-            outcome.survivor = survivor
-        except KeyboardInterrupt:
-            outcome.status = STATUS_INTERRUPTED
-            raise
-        finally:
-            self._save()
-            outcome.rows = write_outputs(self.archive, self.state, self.objective)
-            outcome.reason = "\n".join(filter(None, [outcome.reason,
-                                                      markdown_table(outcome.rows)]))
-            written = self.archive.file(WRITTEN_RECIPE)
-            if written.is_file():  # its row of the run index: the revision it wrote
-                self.archive.write_entry(**revision_fields(written.read_text()))
-            self.archive.set_status(outcome.status, finished_at=utc_now(),
-                                    survivor=outcome.survivor)
-            self.archive.close()
+        self._stage("baseline", self._baseline)
+        for candidate in self.candidates:
+            self._stage(candidate.name, lambda c=candidate: self._candidate(c))
+        survivor = self._survivor()
+        self.state.survivor = survivor
+        if survivor is None:
+            outcome.status, outcome.reason = "failed:no_survivor", "nothing ran"
+        else:
+            if self.settings["sweep"]:
+                self._stage("sweep", lambda: self._sweep(survivor))
+            outcome.written = self._write(survivor)
+            outcome.status = STATUS_OK
+        outcome.survivor = survivor
         return outcome
+
+    def _finish(self, outcome: OptimizeOutcome) -> tuple[str, dict]:
+        from model_optimizer.optimize.report import markdown_table
+
+        outcome.rows = self._outputs()
+        outcome.reason = "\n".join(filter(None, [outcome.reason,
+                                                  markdown_table(outcome.rows)]))
+        return outcome.status, {"survivor": outcome.survivor}
+
+    def _outputs(self) -> list[dict]:
+        """report.md, summary.csv and plot.png of the stages so far; their rows."""
+        from model_optimizer.optimize.report import write_outputs
+
+        return write_outputs(self.archive, self.state, self.objective)
 
     # --- stages ------------------------------------------------------------------------
 
@@ -136,7 +133,7 @@ class Pipeline:
         record.update(started_at=started, finished_at=utc_now(),
                       seconds=round(time.monotonic() - clock, 1))
         self.state.stages[name] = record
-        self._save()
+        self.session.save()
         self.emit("stage_done", {"stage": name, **record})
         return record
 
@@ -237,7 +234,7 @@ class Pipeline:
             def remember(kind: str, data: dict) -> None:
                 if kind == "archive" and "sweep_dir" not in self.state.stages.get("sweep", {}):
                     self.state.stages["sweep"] = {"sweep_dir": data["path"]}
-                    self._save()
+                    self.session.save()
                 self.emit(kind, data)
 
             outcome = start_sweep(self.survivor_recipe(survivor), self.steps,
@@ -262,9 +259,6 @@ class Pipeline:
         return write_validated_revision(self.archive, self.loaded, changes, figures,
                                         by="optimize", output=Path(self.state.output))
 
-    def _save(self) -> None:
-        self.archive.write_json("state.json", asdict(self.state))
-
 
 def _check_candidates(loaded: LoadedRecipe) -> None:
     """Every candidate's overrides validate (exit 2 before anything is launched)."""
@@ -276,35 +270,21 @@ def _check_candidates(loaded: LoadedRecipe) -> None:
 
 
 def start_optimize(loaded: LoadedRecipe, runs_base: str | Path, *, output: Path | None = None,
-                   force: bool = False, on_event: Event | None = None) -> OptimizeOutcome:
+                   force: bool = False, on_event: EventCallback | None = None) -> OptimizeOutcome:
     """Begin a new pipeline for ``loaded`` and run it to the end."""
     _check_candidates(loaded)
-    state = OptimizeState(str(loaded.path), list(loaded.overrides), str(output or loaded.path),
-                          force)
-    archive = RunArchive.create(runs_base, f"{loaded.name}-optimize", kind="optimize")
-    archive.write_text(GIVEN_RECIPE, loaded.source_text)
-    archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
-                        recipe_revision=loaded.resolved.get("revision", 1),
-                        recipe_file=state.output or state.recipe_file)
-    (on_event or (lambda *_: None))("archive", {"run_id": archive.id, "path": str(archive.path)})
-    return Pipeline(loaded, archive, state, on_event).run()
+    state = OptimizeState(recipe_file=str(loaded.path), overrides=list(loaded.overrides),
+                          output=str(output or loaded.path), force=force)
+    session = SearchSession.create(KIND, loaded, runs_base, lambda _archive: state, on_event)
+    session.announce()
+    return Pipeline(session).run()
 
 
-def resume_optimize(folder: Path, *, on_event: Event | None = None) -> OptimizeOutcome:
+def resume_optimize(folder: Path, *, on_event: EventCallback | None = None) -> OptimizeOutcome:
     """Continue an interrupted pipeline without redoing finished stages."""
-    try:
-        state = OptimizeState(**json.loads((folder / "state.json").read_text()))
-        given = (folder / "recipe.given.yaml").read_text()
-        status = json.loads((folder / "status.json").read_text())
-    except (OSError, ValueError, TypeError) as exc:
-        raise UsageError(f"{folder}: not a resumable optimize archive ({exc}); give the "
-                         "folder printed by the interrupted `mopt optimize`") from None
-    if status.get("status") == STATUS_OK:
+    state, finished = read_search_archive(KIND, folder, OptimizeState)
+    if finished:
         raise UsageError(f"{folder}: this pipeline already finished; nothing to resume")
-    loaded = load_recipe_text(given, state.recipe_file, state.overrides)
-    loaded.path = Path(state.recipe_file)
-    archive = RunArchive(folder, folder.name)
-    archive.set_status("running", resumed_at=utc_now())
-    (on_event or (lambda *_: None))("archive", {"run_id": archive.id, "path": str(folder),
-                                                "resumed": len(state.stages)})
-    return Pipeline(loaded, archive, state, on_event).run()
+    session = SearchSession.resume(KIND, folder, state, on_event)
+    session.announce(resumed=len(state.stages))
+    return Pipeline(session).run()

@@ -34,7 +34,7 @@ from model_optimizer.archive.names import (
     STEPS_DIR,
     WRITTEN_RECIPE,
 )
-from model_optimizer.errors import UsageError
+from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
 from model_optimizer.measure import Measurement, measure_configuration
 from model_optimizer.plan import load_model_config
 from model_optimizer.quality.search_gate import SearchGate
@@ -85,6 +85,21 @@ def read_search_archive(kind: str, folder: Path, state_type: type[S]) -> tuple[S
         raise UsageError(f"{folder}: not a resumable {kind} archive ({exc}); give the folder "
                          f"printed by the interrupted `mopt {kind}`") from None
     return state, status.get("status") == STATUS_OK
+
+
+class RevisionOutcome:
+    """What a search's outcome (a dataclass with ``status`` and ``written``) shares: its exit
+    code."""
+
+    status: str
+    written: Path | None
+
+    @property
+    def exit_code(self) -> int:
+        """0 a validated revision was written; 4 nothing ran well enough; 130 interrupted."""
+        if self.status == STATUS_INTERRUPTED:
+            return EXIT_INTERRUPTED
+        return EXIT_OK if self.written else EXIT_SLO_FAILED
 
 
 class SearchSession:
@@ -179,14 +194,18 @@ class SearchSession:
 
     # ----- the end ----------------------------------------------------------------------------
     def run(self, search: Callable[[], T], finish: Callable[[T], tuple[str, dict]],
-            interrupted: Callable[[], None]) -> T:
+            interrupted: Callable[[], None], *, seal_on_error: bool = False) -> T:
         """``search()``, then ``finish(outcome)`` (outputs; returns the final status and its
         details) and sealing, with interrupts held off. On Ctrl-C: the state saved, the
         archive marked interrupted with the command that resumes it, ``interrupted()``
-        (outputs so far) and sealing, all with interrupts held off; then re-raised."""
+        (outputs so far) and sealing, all with interrupts held off; then re-raised.
+        ``seal_on_error``: any other exception is handled the same way (a pipeline whose
+        stages are archives of their own closes its record whatever stopped it)."""
+        stops: tuple[type[BaseException], ...] = (
+            (KeyboardInterrupt, Exception) if seal_on_error else (KeyboardInterrupt,))
         try:
             outcome = search()
-        except KeyboardInterrupt:
+        except stops:
             with interrupts_deferred():
                 try:
                     self.save()

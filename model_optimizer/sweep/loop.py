@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, failed_status, utc_now
-from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
+from model_optimizer.archive import STATUS_OK, failed_status, utc_now
+from model_optimizer.errors import UsageError
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
@@ -25,6 +25,7 @@ from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.revision import default_model_config, write_validated_revision
 from model_optimizer.search.session import (
     EventCallback,
+    RevisionOutcome,
     SearchSession,
     SearchState,
     read_search_archive,
@@ -75,8 +76,9 @@ class SweepState(SearchState):
 
 
 @dataclass
-class SweepOutcome:
-    """How a sweep ended."""
+class SweepOutcome(RevisionOutcome):
+    """How a sweep ended (``exit_code``: 0 when a recipe revision was written, 4 when no
+    value met the SLOs, 130 interrupted)."""
 
     status: str
     archive: Path
@@ -85,13 +87,6 @@ class SweepOutcome:
     reason: str = ""
     written: Path | None = None
     figures: dict = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when a recipe revision was written, 4 when no value met the SLOs, 130 interrupted."""
-        if self.status == STATUS_INTERRUPTED:
-            return EXIT_INTERRUPTED
-        return EXIT_OK if self.written else EXIT_SLO_FAILED
 
     def to_dict(self) -> dict:
         """JSON-ready summary."""

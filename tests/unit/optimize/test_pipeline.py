@@ -128,6 +128,30 @@ def test_interrupted_pipeline_resumes_without_redoing_stages(project, monkeypatc
         resume_optimize(archive)
 
 
+def test_an_error_in_a_stage_still_closes_the_pipeline_archive(project, monkeypatch):
+    """Whatever stops a stage, the pipeline's record is saved, marked and sealed (its
+    stages are archives of their own), and --resume goes on from there."""
+    def broken(step, runs_base, **_kwargs):
+        if step.resolved["engine"]["kv_cache_dtype"] == "fp8":
+            raise RuntimeError("the measuring step broke")
+        return scripted([])(step, runs_base)
+
+    monkeypatch.setattr(pipeline_module, "measure_configuration", broken)
+    with pytest.raises(RuntimeError, match="measuring step broke"):
+        start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+    [archive] = [p for p in (project / "runs").iterdir() if p.is_dir()]
+    status = json.loads((archive / "status.json").read_text())
+    assert status["status"] == "interrupted"
+    assert status["resume"] == f"mopt optimize --resume {archive}"
+    assert verify_archive(archive) == []
+    assert list(json.loads((archive / "state.json").read_text())["stages"]) == \
+        ["baseline", "w4a16"]
+    assert (archive / "report.md").is_file()
+    calls = []
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
+    assert resume_optimize(archive).exit_code == 0 and calls == ["kv-fp8"]
+
+
 def test_a_bad_candidate_is_refused_before_anything_runs(project, monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))

@@ -159,6 +159,30 @@ def test_a_second_ctrl_c_while_writing_outputs_still_seals(loaded, tmp_path, whe
     assert (folder / MANIFEST_FILE).is_file()
 
 
+@pytest.mark.parametrize("seal_on_error", [False, True])
+def test_an_error_seals_only_when_the_strategy_asks(loaded, tmp_path, seal_on_error):
+    """A sweep or tune left by an error stays `running` for the reaper (their behaviour);
+    a pipeline (optimize) asks for its record to be closed whatever stopped it."""
+    session = new_session(loaded, tmp_path / "runs")
+    outputs = []
+
+    def search():
+        session.state.seen.append(5)
+        raise RuntimeError("a stage broke")
+
+    with pytest.raises(RuntimeError, match="a stage broke"):
+        session.run(search, lambda outcome: ("ok", {}), lambda: outputs.append("partial"),
+                    seal_on_error=seal_on_error)
+    folder = session.archive.path
+    if seal_on_error:
+        assert status_of(folder)["status"] == "interrupted"
+        assert outputs == ["partial"] and (folder / MANIFEST_FILE).is_file()
+        assert json.loads((folder / STATE_FILE).read_text())["seen"] == [5]
+    else:
+        assert status_of(folder)["status"] == "running"
+        assert outputs == [] and not (folder / MANIFEST_FILE).exists()
+
+
 def test_measure_archives_steps_under_the_search_with_labels(loaded, tmp_path, monkeypatch):
     seen = {}
 
