@@ -17,8 +17,8 @@ The window opens when the first measured request is sent. It closes when the las
 request finishes: ``num_requests`` and ``duration_s`` bound only the *sending* (whichever
 comes first); requests in flight at the deadline run to completion (or to their timeout) and
 count. QPS is therefore completed requests over a window that contains every one of them.
-All times in records and results are wall-clock epoch seconds derived from one
-``perf_counter`` anchor, so they are mutually consistent and monotonic.
+All times in records and results are wall-clock epoch seconds derived from one anchor of
+the event loop's monotonic clock, so they are mutually consistent and monotonic.
 
 Prompts are consumed in order: warm-up request ``i`` uses ``prompts[i]``, measured request ``i``
 uses ``prompts[warmup_requests + i]``, cycling when the list runs out (with prefix caching on,
@@ -84,11 +84,11 @@ class LoadResult:
 
 
 class _Clock:
-    """``perf_counter`` precision, expressed as wall-clock epoch seconds."""
+    """The event loop's clock (arrivals sleep by it too) as wall-clock epoch seconds."""
 
     def __init__(self) -> None:
-        self._wall_anchor = time.time()
-        self._perf_anchor = time.perf_counter()
+        self.perf = asyncio.get_running_loop().time
+        self._wall_anchor, self._perf_anchor = time.time(), self.perf()
 
     def wall(self, perf: float) -> float:
         return self._wall_anchor + (perf - self._perf_anchor)
@@ -139,7 +139,7 @@ class _LoadRun:
         self.interrupted = False
         self.callback_error: BaseException | None = None
         self.phase = "warmup"
-        self.phase_start_perf = time.perf_counter()
+        self.phase_start_perf = self.clock.perf()
         self.window_start_perf: float | None = None
         self.deadline_perf: float | None = None
         self.closed_perf: float | None = None
@@ -177,7 +177,7 @@ class _LoadRun:
         if self.stop_reason is not None:
             return
         self.phase = "measure"
-        self.phase_start_perf = self.window_start_perf = time.perf_counter()
+        self.phase_start_perf = self.window_start_perf = self.clock.perf()
         duration_s = self.workload.get("duration_s")
         if self.workload.get("target_half_width") and duration_s is not None:
             duration_s = self.workload.get("max_duration_s") or DEFAULT_MAX_DURATION_S
@@ -192,7 +192,7 @@ class _LoadRun:
         target, minimum = self.workload.get("target_half_width"), self.workload.get("duration_s")
         if not target or minimum is None or self.window_start_perf is None:
             return False
-        now = time.perf_counter()
+        now = self.clock.perf()
         if now - self.window_start_perf < float(minimum):
             return False
         precision = qps_precision(self.records, self.clock.wall(now))
@@ -214,7 +214,7 @@ class _LoadRun:
                         deadline: float | None) -> None:
         """Launch requests: closed loop (rate None) or seeded Poisson arrivals."""
         rng = random.Random(self.workload.get("seed", 0))
-        next_arrival = time.perf_counter()
+        next_arrival = self.clock.perf()
         index = 0
         while count is None or index < count:
             if not warmup:
@@ -223,19 +223,19 @@ class _LoadRun:
                 if index:
                     next_arrival += rng.expovariate(rate)
                 wake = next_arrival if deadline is None else min(next_arrival, deadline)
-                await asyncio.sleep(max(0.0, wake - time.perf_counter()))
+                await asyncio.sleep(max(0.0, wake - self.clock.perf()))
             if self.semaphore is not None:
                 await self.semaphore.acquire()
             if not warmup:
                 deadline = self.deadline_perf
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline is not None and self.clock.perf() >= deadline:
                 if self.semaphore is not None:
                     self.semaphore.release()
                 self.closed_perf = deadline
                 return
             self._launch(index, warmup)
             if not warmup:
-                self.closed_perf = time.perf_counter()
+                self.closed_perf = self.clock.perf()
             index += 1
 
     def _launch(self, index: int, warmup: bool) -> None:
@@ -259,7 +259,7 @@ class _LoadRun:
     async def _send(self, index: int, warmup: bool, prompt: Any) -> RequestRecord:
         """Send one streamed request; every failure becomes a failed record."""
         payload = build_payload(self.model, self.workload, prompt)
-        sent_perf = time.perf_counter()
+        sent_perf = self.clock.perf()
         record = RequestRecord(index=index, warmup=warmup, sent_at=self.clock.wall(sent_perf))
         if isinstance(prompt, WorkItem):
             record.request_class = prompt.request_class
@@ -284,7 +284,7 @@ class _LoadRun:
             record.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 - every failure is a classified record
             record.error = f"unexpected {type(exc).__name__}: {str(exc)[:ERROR_BODY_CHARS]}"
-        finish_perf = time.perf_counter()
+        finish_perf = self.clock.perf()
         record.finished_at = self.clock.wall(finish_perf)
         if not warmup:
             self.last_finish_perf = finish_perf
@@ -305,14 +305,14 @@ class _LoadRun:
                 return
             parser = SSEParser()
             async for data in response.content.iter_any():
-                now_perf = time.perf_counter()
+                now_perf = self.clock.perf()
                 for event in parser.feed(data):
                     state.handle(event, now_perf)
                 if state.done:
                     break
             if not state.done:
                 for event in parser.finish():
-                    state.handle(event, time.perf_counter())
+                    state.handle(event, self.clock.perf())
         check_complete(record, state)
 
     # ----- delivery, stop, progress --------------------------------------------------------
@@ -348,16 +348,16 @@ class _LoadRun:
 
     async def _monitor(self) -> None:
         """Poll ``should_stop`` about every 0.1 s; report progress about twice a second."""
-        last_progress = time.perf_counter()
+        last_progress = self.clock.perf()
         while True:
             await asyncio.sleep(STOP_POLL_INTERVAL_S)
             if self.should_stop is not None and self.stop_reason is None:
                 self._poll_should_stop()
-            if time.perf_counter() - last_progress >= PROGRESS_INTERVAL_S:
-                last_progress = time.perf_counter()
+            if self.clock.perf() - last_progress >= PROGRESS_INTERVAL_S:
+                last_progress = self.clock.perf()
                 self._emit_progress()
                 if self.phase == "measure" and self._precise_enough():
-                    self.deadline_perf = time.perf_counter()
+                    self.deadline_perf = self.clock.perf()
 
     def _poll_should_stop(self) -> None:
         try:
@@ -382,7 +382,7 @@ class _LoadRun:
         """Live figures: phase, done/failed/in-flight counts, elapsed, qps, ttft p50."""
         records = self.warmup_records if self.phase == "warmup" else self.records
         done = sum(1 for record in records if record.ok)
-        elapsed_s = time.perf_counter() - self.phase_start_perf
+        elapsed_s = self.clock.perf() - self.phase_start_perf
         ttft_p50_ms = None
         if self.sorted_ttft_s and self.phase == "measure":
             ttft_p50_ms = percentile(self.sorted_ttft_s, 50) * 1000.0

@@ -155,7 +155,9 @@ async def _send_event(response: web.StreamResponse, event: dict[str, Any]) -> No
     await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
 
 
-async def _sleep_until(perf_target: float) -> None:
-    delay = perf_target - time.perf_counter()
+async def _sleep_until(loop_target: float) -> None:
+    """Sleep until the event loop's clock reads ``loop_target`` (a fast-forwarded loop in
+    tests makes the injected delays exact)."""
+    delay = loop_target - asyncio.get_running_loop().time()
     if delay > 0:
         await asyncio.sleep(delay)

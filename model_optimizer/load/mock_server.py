@@ -181,7 +181,7 @@ class MockApp:
         return await self._generate(request, chat=True)
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
-        arrived = time.perf_counter()
+        arrived = asyncio.get_running_loop().time()
         try:
             body = await request.json()
         except ValueError:
@@ -222,7 +222,7 @@ class MockApp:
             try:
                 waits = self._batch.locked()
                 await self._batch.acquire()
-                started = time.perf_counter() if waits else arrived
+                started = asyncio.get_running_loop().time() if waits else arrived
             finally:
                 self.counters.waiting -= 1
         self.counters.running += 1
@@ -296,12 +296,28 @@ class MockServer:
         self._thread.join(timeout=10)
         self._thread = None
 
+    @contextlib.asynccontextmanager
+    async def in_this_loop(self):
+        """Serve in the running event loop instead of a thread: a test that fast-forwards its
+        loop's clock runs the server and the client on it, so the injected delays are the
+        only time that passes (``async with MockServer(...).in_this_loop() as server``)."""
+        runner = self._app_runner()
+        await runner.setup()
+        await web.SockSite(runner, self._socket).start()
+        try:
+            yield self
+        finally:
+            await runner.cleanup()
+
+    def _app_runner(self) -> web.AppRunner:
+        app = self.mock.build()
+        app[MOCK_APP_KEY] = self.mock
+        return web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+
     def _serve(self) -> None:
         self._loop = asyncio.new_event_loop()
         try:
-            app = self.mock.build()
-            app[MOCK_APP_KEY] = self.mock
-            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+            self._runner = self._app_runner()
             self._loop.run_until_complete(self._runner.setup())
             site = web.SockSite(self._runner, self._socket)
             self._loop.run_until_complete(site.start())
