@@ -3,9 +3,9 @@
 Timing tolerances cover event-loop scheduling jitter only: the mock's delays are lower
 bounds for what the client measures. The tests of timings and schedules do not depend on
 the machine's speed: they run the mock server and the client on one event loop whose clock
-is fast-forwarded (``looptime``: it moves only when every task waits on a timer, so sockets
-and code take no time on it), and the client measures on its loop's clock, so what it
-reads is exactly the injected delays and the planned arrivals.
+is fast-forwarded (``tests/unit/fast_clock.py``: it moves only when every task waits on a
+timer, so sockets and code take no time on it), and the client measures on its loop's
+clock, so what it reads is exactly the injected delays and the planned arrivals.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import asyncio
 import random
 import time
 
-import looptime
 import pytest
 
 from model_optimizer.load.client import (
@@ -31,6 +30,8 @@ from model_optimizer.load.client import (
 from model_optimizer.load.mock_server import MockServer
 from model_optimizer.load.stats import summarize
 
+from ..fast_clock import run_fast_forwarded
+
 JITTER_S = 0.05  # generous: the machine may be busy with a vLLM server
 MODEL = "mock-model"
 PROMPTS = [f"prompt number {index} with some words" for index in range(50)]
@@ -45,8 +46,8 @@ def workload(**overrides) -> dict:
     return {**base, **overrides}
 
 
-# The fast-forwarded clock's readings are exact up to its microsecond steps and the float
-# precision of epoch seconds (about 0.2 us): 10 us bounds both.
+# The fast-forwarded clock's readings are exact up to the float precision of epoch seconds
+# (about 0.2 us at today's dates) and of sums of delays: 10 us bounds both.
 CLOCK_S = 1e-5
 
 
@@ -56,11 +57,7 @@ def fast_forwarded(scenario, **mock):
         async with MockServer(**mock).in_this_loop() as server:
             return await scenario(server)
 
-    loop = looptime.new_event_loop()
-    try:
-        return loop.run_until_complete(main())
-    finally:
-        loop.close()
+    return run_fast_forwarded(main)
 
 
 def load_fast_forwarded(load: dict, **mock):
