@@ -30,12 +30,11 @@ from model_optimizer.cli.current import (
     ForceOption,
     OptionalRecipeArg,
     check_before_launch,
-    recipe_or_current,
+    load_chosen,
 )
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.history.drift import check_drift
-from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.signals import terminate_as_interrupt
 
@@ -120,9 +119,7 @@ def apply(
     missed an SLO or the quality gate; 5 the engine failed during the load; 130 interrupted.
     The vLLM server is always stopped before mopt exits.
     """
-    recipe = recipe_or_current(recipe, "apply", err_console if as_json else console,
-                               runs_dir_opt)
-    loaded = load_recipe(recipe, overrides)
+    loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir)
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False)

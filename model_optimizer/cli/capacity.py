@@ -10,11 +10,11 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.capacity import run_capacity
-from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.bench import served_models
 from model_optimizer.cli.common import (
     JsonOption,
     RecipeArg,
+    RunsDirOption,
     SetOption,
     console,
     err_console,

@@ -41,15 +41,24 @@ def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console) -> None
                   soft_wrap=True)
 
 
-def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: str,
-                   force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
-    """Choose (announce), load and preflight the recipe a launching command works on."""
+def load_chosen(recipe: Path | None, overrides: list[str] | None, command: str,
+                as_json: bool, runs_dir_opt: Path | None = None) -> LoadedRecipe:
+    """Choose (``recipe``, or the current one announced on the console, on stderr with
+    ``--json``) and load the recipe a command works on."""
     from model_optimizer.cli.common import console, err_console
     from model_optimizer.recipe import load_recipe
 
     path = recipe_or_current(recipe, command, err_console if as_json else console,
                              runs_dir_opt)
-    loaded = load_recipe(path, overrides)
+    return load_recipe(path, overrides)
+
+
+def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: str,
+                   force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
+    """Choose (announce), load and preflight the recipe a launching command works on."""
+    from model_optimizer.cli.common import err_console
+
+    loaded = load_chosen(recipe, overrides, command, as_json, runs_dir_opt)
     check_before_launch(loaded, force, err_console)
     return loaded
 

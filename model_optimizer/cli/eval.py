@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
+    RunsDirOption,
     SetOption,
     console,
     err_console,
@@ -22,7 +22,7 @@ from model_optimizer.cli.current import (
     ForceOption,
     OptionalRecipeArg,
     check_before_launch,
-    recipe_or_current,
+    load_chosen,
 )
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
@@ -30,7 +30,6 @@ from model_optimizer.quality import evaluate, quality_of
 from model_optimizer.quality.config import LmEvalConfig
 from model_optimizer.quality.evaluate import EvalOutcome
 from model_optimizer.quality.report import FIDELITY_ROWS, fmt
-from model_optimizer.recipe import load_recipe
 from model_optimizer.signals import terminate_as_interrupt
 
 
@@ -129,9 +128,7 @@ def eval_command(
     server failed to start; 4 the quality gate failed; 5 the eval failed (requests or
     lm-eval); 130 interrupted. The server is always stopped before mopt exits.
     """
-    recipe = recipe_or_current(recipe, "eval", err_console if as_json else console,
-                               runs_dir_opt)
-    loaded = load_recipe(recipe, overrides)
+    loaded = load_chosen(recipe, overrides, "eval", as_json, runs_dir_opt)
     config = quality_of(loaded)
     if eval_set is not None:
         config = config.with_overrides(eval_set=str(eval_set.resolve()))

@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
+    RunsDirOption,
     SetOption,
     console,
     err_console,

@@ -13,14 +13,13 @@ from model_optimizer.cli.common import (
     JsonOption,
     SetOption,
     console,
-    err_console,
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
+from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.errors import UsageError
 from model_optimizer.plan import PlanReport, estimate, load_model_config
-from model_optimizer.recipe import LoadedRecipe, load_recipe
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 
 GIB = 1024**3
@@ -95,8 +94,7 @@ def plan(
 
     Exits 0 when the recipe fits, 1 when the arithmetic says vLLM cannot start with it.
     """
-    recipe = recipe_or_current(recipe, "plan", err_console if as_json else console)
-    loaded = load_recipe(recipe, overrides)
+    loaded = load_chosen(recipe, overrides, "plan", as_json)
     config_path = find_model_config(loaded, model_config)
     report = estimate(loaded.resolved, load_model_config(config_path))
     if as_json:

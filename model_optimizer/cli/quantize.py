@@ -8,17 +8,16 @@ from typing import Annotated
 import typer
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.cli.apply import RunsDirOption
 from model_optimizer.cli.common import (
     JsonOption,
+    RunsDirOption,
     SetOption,
     console,
     err_console,
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
-from model_optimizer.recipe import load_recipe
+from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 
 
 @handle_errors
@@ -49,9 +48,8 @@ def quantize(
 
     terminate_as_interrupt()
     extra = [f"quantize.scheme={scheme}"] if scheme else []
-    recipe = recipe_or_current(recipe, "quantize", err_console if as_json else console,
-                               runs_dir_opt)
-    loaded = load_recipe(recipe, [*(overrides or []), *extra])
+    loaded = load_chosen(recipe, [*(overrides or []), *extra], "quantize", as_json,
+                         runs_dir_opt)
     say = err_console if as_json else console
 
     def on_event(kind: str, data: dict) -> None:

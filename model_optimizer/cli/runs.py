@@ -21,6 +21,7 @@ from model_optimizer.cli.common import JsonOption, RunsDirOption, console, handl
 from model_optimizer.cli.completion import complete_run
 from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
+from model_optimizer.history.current import moment_of
 from model_optimizer.telemetry import hardware_label
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -48,16 +49,6 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _moment(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def shown_status(row: dict) -> str:
     """The status, with ``running`` told apart from an abandoned (writer gone) archive."""
     if row["status"] == "running" and not writer_alive(
@@ -78,7 +69,7 @@ def select(rows: list[dict], recipe: str | None, status: str | None,
             continue
         if status and shown != status and not shown.startswith(f"{status}:"):
             continue
-        created = _moment(row.get("created_at"))
+        created = moment_of(row.get("created_at"))
         if since and (created is None or created < since):
             continue
         out.append({**row, "status": shown})

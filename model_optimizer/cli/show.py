@@ -13,12 +13,10 @@ from model_optimizer.cli.common import (
     JsonOption,
     SetOption,
     console,
-    err_console,
     handle_errors,
     print_json,
 )
-from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
-from model_optimizer.recipe import load_recipe
+from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.security import code_settings
 from model_optimizer.recipe.writer import write_vllm_config
@@ -35,8 +33,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Print the resolved recipe (defaults filled in) and the vLLM command it launches."""
-    recipe = recipe_or_current(recipe, "show", err_console if as_json else console)
-    loaded = load_recipe(recipe, overrides)
+    loaded = load_chosen(recipe, overrides, "show", as_json)
     argv = vllm_argv(loaded.resolved, loaded.base_dir)
     env = server_env(loaded.resolved)
     config = vllm_config(loaded.resolved, loaded.base_dir)

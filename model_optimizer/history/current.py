@@ -58,7 +58,9 @@ class CurrentRecipe:
         return {**asdict(self), "path": str(self.path)}
 
 
-def _moment(stamp: str | None) -> datetime | None:
+def moment_of(stamp: str | None) -> datetime | None:
+    """The time an archive's ISO stamp names (UTC when it gives no zone), None when absent
+    or unreadable."""
     if not stamp:
         return None
     try:
@@ -70,7 +72,7 @@ def _moment(stamp: str | None) -> datetime | None:
 
 def ago(stamp: str | None, now: datetime | None = None) -> str:
     """``12 s ago``, ``5 min ago``, ``3 h ago``, ``2 days ago`` (or ``at an unknown time``)."""
-    moment = _moment(stamp)
+    moment = moment_of(stamp)
     if moment is None:
         return "at an unknown time"
     seconds = max(((now or datetime.now(UTC)) - moment).total_seconds(), 0.0)

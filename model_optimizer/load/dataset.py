@@ -25,9 +25,10 @@ import difflib
 import io
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from model_optimizer.errors import UsageError
 
@@ -37,6 +38,7 @@ CLASS_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _KEYS = ("prompt", "messages", "output_tokens", "max_tokens", "class", "id", "metadata")
 _HUMAN = ("human", "user")
 _REPLY = ("gpt", "assistant", "chatgpt", "bard", "model")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,20 +97,34 @@ def read_dataset(path: str | Path, fmt: str | None = None) -> list[DatasetEntry]
 
 # ----- JSONL ---------------------------------------------------------------------------------
 
-def _read_jsonl(path: Path, text: str) -> list[DatasetEntry]:
-    entries = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+def read_jsonl(lines: Iterable[str], parse: Callable[[int, Any], T], *,
+               bad_json: Callable[[int, json.JSONDecodeError], str],
+               comments: bool = False, limit: int | None = None) -> list[T]:
+    """``parse(line number, value)`` of each JSON line, in order (every JSONL prompt file mopt
+    reads goes through here): blank lines skipped, ``#`` lines too with ``comments``, at most
+    ``limit`` values; a line that is not JSON raises ``UsageError(bad_json(number, error))``
+    (the column is the file's)."""
+    values: list[T] = []
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped or (comments and stripped.startswith("#")):
             continue
         try:
-            obj = json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{line_no}: not valid JSON ({exc.msg} at column "
-                             f"{exc.colno}); each line must be "
-                             'one JSON object, e.g. {"prompt": "Hello", "output_tokens": 64}'
-                             ) from None
-        entries.append(_entry_from_object(path, line_no, obj))
-    return entries
+            raise UsageError(bad_json(number, exc)) from None
+        values.append(parse(number, value))
+        if limit is not None and len(values) >= limit:
+            break
+    return values
+
+
+def _read_jsonl(path: Path, text: str) -> list[DatasetEntry]:
+    return read_jsonl(
+        text.splitlines(), lambda number, obj: _entry_from_object(path, number, obj),
+        bad_json=lambda number, exc: (
+            f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno}); each line "
+            'must be one JSON object, e.g. {"prompt": "Hello", "output_tokens": 64}'))
 
 
 def _entry_from_object(path: Path, line_no: int, obj: Any) -> DatasetEntry:

@@ -13,12 +13,12 @@ code loaded); without one, whitespace words are counted and the report says so.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
+from model_optimizer.load.dataset import read_jsonl
 
 MAX_PROMPTS = 100_000
 FORMAT_HINT = ('one JSON object per line with "prompt": "...", "messages": '
@@ -40,26 +40,18 @@ def _text_of(record: object, where: str) -> str:
 
 
 def read_prompt_texts(path: Path, limit: int = MAX_PROMPTS) -> list[str]:
-    """The texts of a prompt file, in file order; UsageError naming file:line on bad input."""
+    """The texts of a prompt file, in file order; UsageError naming file:line on bad input
+    (read by the one JSONL reader, ``load.dataset.read_jsonl``)."""
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the prompt file: {exc.strerror or exc}") from None
-    texts: list[str] = []
     with handle:
-        for number, line in enumerate(handle, start=1):
-            stripped = line.strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            try:
-                record = json.loads(stripped)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{path}:{number}:{exc.colno}: invalid JSON ({exc.msg}); "
-                                 f"use {FORMAT_HINT}") from None
-            texts.append(_text_of(record, f"{path}:{number}"))
-            if len(texts) >= limit:
-                break
-    return texts
+        return read_jsonl(
+            handle, lambda number, record: _text_of(record, f"{path}:{number}"),
+            bad_json=lambda number, exc: (f"{path}:{number}:{exc.colno}: invalid JSON "
+                                          f"({exc.msg}); use {FORMAT_HINT}"),
+            comments=True, limit=limit)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import statistics
 
 import pytest
 
-from model_optimizer.sweep import Point, SweepConfig, choose, next_value
 from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
     compare,
@@ -17,6 +16,7 @@ from model_optimizer.sweep.decide import (
     remeasure_plan,
     top_candidates,
 )
+from model_optimizer.sweep.strategy import Point, SweepConfig, choose, next_value
 
 #: issue 11: the grid measured twice with 120-request windows on 2 shared cores (req/s)
 ISSUE_RUN_1 = {1: 10.2, 2: 15.8, 3: 12.6, 4: 18.1, 6: 28.6, 8: 45.1, 12: 67.0, 16: 64.1}

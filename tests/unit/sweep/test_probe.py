@@ -11,13 +11,13 @@ import yaml
 
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
-from model_optimizer.sweep import SweepConfig, growth_stop
 from model_optimizer.sweep.probe import (
     level_point,
     probe_scan_problems,
     resolve_strategy,
     scan_ceiling,
 )
+from model_optimizer.sweep.strategy import SweepConfig, growth_stop
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "head_dim": 64,

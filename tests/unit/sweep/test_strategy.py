@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model_optimizer.errors import UsageError
-from model_optimizer.sweep import (
+from model_optimizer.sweep.strategy import (
     LOOP_KEYS,
     MEMORY_FAILURE_KINDS,
     STOP_RULES,
