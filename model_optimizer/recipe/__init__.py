@@ -14,11 +14,12 @@ from model_optimizer.recipe.migrate import migrate
 from model_optimizer.recipe.overrides import apply_overrides
 from model_optimizer.recipe.rules import check_rules, flag_warnings
 from model_optimizer.recipe.schema import CURRENT_VERSION, fill_defaults, recipe_schema
+from model_optimizer.recipe.spec import RecipeSpec
 from model_optimizer.recipe.validate import schema_diagnostics
 from model_optimizer.recipe.yamlsource import SourceMap, parse_yaml, read_yaml_file
 
-__all__ = ["CURRENT_VERSION", "LoadedRecipe", "RecipeError", "load_recipe", "load_recipe_text",
-           "resolve"]
+__all__ = ["CURRENT_VERSION", "LoadedRecipe", "RecipeError", "RecipeSpec", "load_recipe",
+           "load_recipe_text", "resolve"]
 
 
 @dataclass
@@ -33,6 +34,11 @@ class LoadedRecipe:
     written_version: int
     overrides: list[str] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
+    #: the typed, frozen view of ``resolved`` (built after validation; see recipe/spec.py)
+    spec: RecipeSpec = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.spec = RecipeSpec.of(self.resolved)
 
     @property
     def base_dir(self) -> Path | None:
@@ -42,7 +48,7 @@ class LoadedRecipe:
     @property
     def name(self) -> str:
         """The recipe's name."""
-        return self.resolved["name"]
+        return self.spec.name
 
 
 def resolve(document: dict) -> dict:
