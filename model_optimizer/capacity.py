@@ -35,7 +35,7 @@ from model_optimizer.engine import EngineProcess, free_port
 from model_optimizer.engine.factory import EngineFactory, VllmEngine
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.load.rate_search import RateSearchConfig, RateStep, judge, next_rate, summary
-from model_optimizer.load.workload import ItemsFrom, prepare_items
+from model_optimizer.load.workload import ItemsFrom
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.runner import (
@@ -45,6 +45,7 @@ from model_optimizer.runner import (
     finish_metrics,
     launch_engine,
     measure_endpoint,
+    run_items,
     scrub_log,
     write_start,
 )
@@ -118,9 +119,8 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
         location = check_model_present(loaded)
         tokenizer_dir = recipe["model"].get("tokenizer") or location
         model_name = recipe["model"]["served_name"]
-    items = prepare_items(recipe, window_workload(recipe["workload"], config.start_rate,
-                                                  config, 0), tokenizer_dir, None,
-                          loaded.base_dir)
+    items = run_items(loaded.spec, window_workload(recipe["workload"], config.start_rate,
+                                                   config, 0), tokenizer_dir, loaded.base_dir)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind="capacity")
     argv: list[str] = []

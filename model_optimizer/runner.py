@@ -52,8 +52,8 @@ from model_optimizer.load.classes import apply_classes, run_slo
 from model_optimizer.load.steady import summarize_steady
 from model_optimizer.load.workload import LazyItems, prepare_items
 from model_optimizer.reaper import reap_abandoned
-from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.recipe.render import model_location
+from model_optimizer.recipe import LoadedRecipe, RecipeSpec
+from model_optimizer.recipe.render import Recipe, model_location
 from model_optimizer.secrets import (
     redact_argv,
     redact_env,
@@ -113,25 +113,41 @@ class RunOutcome:
                 "failure": self.failure.to_dict() if self.failure else None}
 
 
-def tied_concurrency(recipe: dict) -> bool:
+def tied_concurrency(recipe: Recipe) -> bool:
     """True when the recipe leaves ``workload.concurrency`` unset: the client then keeps
     ``max_num_seqs`` requests in flight, enough to fill the batch (see effective_workload)."""
-    return recipe["workload"].get("concurrency") is None
+    return RecipeSpec.of(recipe).workload.concurrency is None
 
 
-def effective_workload(recipe: dict, override: dict | None = None) -> dict:
-    """The workload as run: overrides applied, a null concurrency tied to max_num_seqs (the
-    one place that rule is applied; searches and test fakes call this)."""
-    workload = {**recipe["workload"], **(override or {})}
-    if workload.get("concurrency") is None:
-        workload["concurrency"] = recipe["engine"].get("max_num_seqs") or 1
+def effective_workload(recipe: Recipe, override: dict | None = None) -> dict:
+    """The workload as run (the load's input, archived in run.json): overrides applied, a
+    null concurrency tied to max_num_seqs (the one place that rule is applied; searches and
+    test fakes call this)."""
+    spec = RecipeSpec.of(recipe)
+    workload = {**spec.workload.to_dict(), **(override or {})}
+    if workload["concurrency"] is None:
+        workload["concurrency"] = spec.engine.max_num_seqs or 1
     return workload
+
+
+def run_items(spec: RecipeSpec, workload: dict, tokenizer_dir: str,
+              base_dir: Path | None) -> LazyItems:
+    """The run's requests for ``workload``, checked against the recipe's max_model_len and
+    ``slo.classes`` before any server starts."""
+    return prepare_items(workload, tokenizer_dir, prompts_needed(workload), base_dir,
+                         max_model_len=spec.engine.max_model_len,
+                         classes=spec.slo.classes or {})
+
+
+def base_url_of(host: str, port: int) -> str:
+    """``http://host:port`` (an IPv6 host in brackets)."""
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
 def check_model_present(loaded: LoadedRecipe) -> str:
     """Resolve the model location; a missing local folder is a usage error with the fix."""
-    location = model_location(loaded.resolved, loaded.base_dir)
-    written = loaded.resolved["model"]["path"]
+    location = model_location(loaded.spec, loaded.base_dir)
+    written = loaded.spec.model.path
     if Path(location).is_absolute() and not (Path(location) / "config.json").is_file():
         hint = ("build the tiny local model with `mopt tiny-model " + location + "`"
                 if "tiny" in written else "check model.path")
@@ -147,7 +163,7 @@ def write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
                        header=f"# {loaded.name} as run by mopt, defaults filled in\n")
     run = {
         "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
-        "recipe_name": loaded.name, "recipe_revision": loaded.resolved["revision"],
+        "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
         "overrides": [redact_override(item) for item in loaded.overrides],
         "argv": redact_argv(argv), "env": redact_env(env),
         "versions": collect_versions(), "hardware": hardware_seen(), **extra}
@@ -187,23 +203,20 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     Raises KeyboardInterrupt after archiving as ``interrupted`` when interrupted.
     """
     emit = on_event or (lambda phase, data: None)
-    recipe = loaded.resolved
-    workload = effective_workload(recipe, workload_override)
+    spec = loaded.spec
+    workload = effective_workload(spec, workload_override)
     location = check_model_present(loaded)
-    items = prepare_items(recipe, workload, recipe["model"].get("tokenizer") or location,
-                          prompts_needed(workload), loaded.base_dir)
-    engine_cfg = recipe["engine"]
-    host = engine_cfg["host"]
-    port = engine_cfg["port"] or free_port(host)
+    items = run_items(spec, workload, spec.model.tokenizer or location, loaded.base_dir)
+    host = spec.engine.host
+    port = spec.engine.port or free_port(host)
     factory = engine_factory or VllmEngine()
-    command = factory.command(recipe, loaded.base_dir, port)
+    command = factory.command(spec, loaded.base_dir, port)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name)
     write_start(archive, loaded, command.argv, command.env,
                  {"workload": workload, **(archive_extra or {})})
-    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    engine = factory.process(command, archive.file(ENGINE_LOG), base_url,
-                             engine_cfg["startup_timeout_s"])
+    engine = factory.process(command, archive.file(ENGINE_LOG), base_url_of(host, port),
+                             spec.engine.startup_timeout_s)
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
@@ -215,7 +228,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
             while_serving(engine.base_url)
     except KeyboardInterrupt:
         outcome.status = STATUS_INTERRUPTED
-        finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        finish_metrics(measurement, workload, spec, outcome, window_s=None)
         raise
     except MoptError:
         raise  # a failure mopt explains (bad input found late): the caller reports it
@@ -265,9 +278,9 @@ def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallbac
 
 def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, workload: dict,
              measurement: RunRecords, emit: EventCallback, outcome: RunOutcome) -> None:
-    recipe = loaded.resolved
+    spec = loaded.spec
     result = measure_endpoint(
-        engine.base_url, recipe["model"]["served_name"], workload, archive,
+        engine.base_url, spec.model.served_name, workload, archive,
         measurement, emit, outcome, server_pid=engine.pid,
         should_stop=lambda: None if engine.alive() else "engine died")
     failure = engine.runtime_failure()
@@ -275,7 +288,7 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
         outcome.failure = failure
         outcome.status = failed_status(failure.kind)
         archive.write_json(FAILURE_FILE, failure.to_dict())
-    finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+    finish_metrics(measurement, workload, spec, outcome, window_s=result.window_s,
                     stopped_reason=result.stopped_reason, closed_at=result.closed_at)
     if failure is None:
         _judge_completed(archive, measurement, outcome)
@@ -311,10 +324,10 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     goes into run.json (a probe-scan level names its sweep and scan server there).
     """
     emit = on_event or (lambda phase, data: None)
-    recipe, workload = loaded.resolved, effective_workload(loaded.resolved)
+    spec = loaded.spec
+    workload = effective_workload(spec)
     reap_abandoned(runs_base)
-    items = prepare_items(recipe, workload, tokenizer_dir, prompts_needed(workload),
-                          loaded.base_dir)
+    items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench")
     write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
                                            "model": model_name, "workload": workload,
@@ -325,11 +338,11 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     try:
         result = measure_endpoint(base_url, model_name, workload, archive,
                                   measurement, emit, outcome, server_pid=server_pid)
-        finish_metrics(measurement, workload, recipe, outcome, window_s=result.window_s,
+        finish_metrics(measurement, workload, spec, outcome, window_s=result.window_s,
                         stopped_reason=result.stopped_reason, closed_at=result.closed_at)
         _judge_completed(archive, measurement, outcome)
     except KeyboardInterrupt:
-        finish_metrics(measurement, workload, recipe, outcome, window_s=None)
+        finish_metrics(measurement, workload, spec, outcome, window_s=None)
         raise
     finally:
         items.close()
@@ -362,10 +375,11 @@ def _judge_completed(archive: RunArchive, measurement: RunRecords,
     archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
-def effective_slo(recipe: dict) -> dict:
-    """The recipe's SLOs, with ``DEFAULT_MIN_SUCCESS_RATE`` when it sets no success rate."""
-    slo = dict(recipe.get("slo") or {})
-    if slo.get("min_success_rate") is None:
+def effective_slo(recipe: Recipe) -> dict:
+    """The recipe's SLOs (the load's input), with ``DEFAULT_MIN_SUCCESS_RATE`` when it sets
+    no success rate."""
+    slo = RecipeSpec.of(recipe).slo.to_dict()
+    if slo["min_success_rate"] is None:
         slo["min_success_rate"] = DEFAULT_MIN_SUCCESS_RATE
     return slo
 
@@ -379,19 +393,18 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
     when the start failed (``outcome.failure`` says why). The server group is always stopped
     and the archive finished on exit, also on Ctrl-C."""
     emit = on_event or (lambda phase, data: None)
-    recipe = loaded.resolved
+    spec = loaded.spec
     check_model_present(loaded)
-    host = recipe["engine"]["host"]
-    port = recipe["engine"]["port"] or free_port(host)
+    host = spec.engine.host
+    port = spec.engine.port or free_port(host)
     factory = engine_factory or VllmEngine()
-    command = factory.command(recipe, loaded.base_dir, port)
+    command = factory.command(spec, loaded.base_dir, port)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind="server")
     write_start(archive, loaded, command.argv, command.env,
                  {"kind": "server", **(archive_extra or {})})
-    engine = factory.process(command, archive.file("engine.log"),
-                             f"http://{'[' + host + ']' if ':' in host else host}:{port}",
-                             recipe["engine"]["startup_timeout_s"])
+    engine = factory.process(command, archive.file(ENGINE_LOG), base_url_of(host, port),
+                             spec.engine.startup_timeout_s)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
@@ -404,11 +417,11 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
         with interrupts_deferred():
             emit("stopping", {})
             engine.stop()
-            scrub_log(archive.file("engine.log"), secret_values(engine.argv, engine.env_extra))
+            scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
             _finalize(archive, loaded, outcome)
 
 
-def finish_metrics(measurement: RunRecords, workload: dict, recipe: dict,
+def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
                    outcome: RunOutcome, window_s: float | None,
                    stopped_reason: str | None = None, closed_at: float | None = None) -> None:
     if window_s is None and measurement.records:  # interrupted: the span actually measured
@@ -416,11 +429,11 @@ def finish_metrics(measurement: RunRecords, workload: dict, recipe: dict,
         last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
         window_s = max(last_done - first_sent, 0.0) or None
     fixed = not (workload.get("mix") or workload.get("dataset"))
-    metrics = summarize_steady(measurement.records, window_s, run_slo(effective_slo(recipe)),
+    slo = effective_slo(recipe)
+    metrics = summarize_steady(measurement.records, window_s, run_slo(slo),
                                workload["output_tokens"] if fixed else None, close=closed_at,
                                steady=closed_at is not None)  # interrupted: whole window
-    apply_classes(metrics, measurement.records, window_s, effective_slo(recipe),
-                  measurement.items.classes)
+    apply_classes(metrics, measurement.records, window_s, slo, measurement.items.classes)
     metrics["ignore_eos"] = workload.get("ignore_eos", True)
     metrics["stopped_reason"] = stopped_reason
     metrics["ready_after_s"] = outcome.ready_after_s

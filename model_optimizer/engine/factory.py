@@ -17,6 +17,7 @@ from typing import Protocol
 
 from model_optimizer.engine.supervisor import EngineProcess
 from model_optimizer.recipe.render import (
+    Recipe,
     engine_options,
     expand_references,
     options_to_argv,
@@ -38,7 +39,7 @@ class EngineCommand:
 class EngineFactory(Protocol):
     """What the runner needs from an engine: a command, then a supervised process."""
 
-    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+    def command(self, recipe: Recipe, base_dir: Path | None, port: int) -> EngineCommand:
         """The command that serves ``recipe`` on ``port``."""
         ...
 
@@ -51,7 +52,7 @@ class EngineFactory(Protocol):
 class VllmEngine:
     """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``)."""
 
-    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+    def command(self, recipe: Recipe, base_dir: Path | None, port: int) -> EngineCommand:
         """vLLM's argv for ``recipe`` and the recipe's environment."""
         return EngineCommand(vllm_argv(recipe, base_dir, port=port), server_env(recipe))
 
@@ -83,7 +84,7 @@ class MockEngine(VllmEngine):
     engine_core: str = "none"
     capacity: int = 0
 
-    def command(self, recipe: dict, base_dir: Path | None, port: int) -> EngineCommand:
+    def command(self, recipe: Recipe, base_dir: Path | None, port: int) -> EngineCommand:
         """The mock server with the recipe's vLLM flags (it ignores those it does not model)."""
         mock = ["--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms),
                 "--mock-startup-s", str(self.startup_s), "--mock-die-after", str(self.die_after),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,17 +259,18 @@ def api_headers(workload: Mapping[str, Any]) -> dict[str, str]:
     return {"Authorization": f"Bearer {value}"}
 
 
-def prepare_items(recipe: Mapping[str, Any], workload: Mapping[str, Any], tokenizer_dir: str,
-                  count: int | None, base_dir: Path | None = None) -> LazyItems:
-    """The run's requests, checked against the recipe before any server is started.
+def prepare_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | None,
+                  base_dir: Path | None = None, *, max_model_len: int | None = None,
+                  classes: Iterable[str] = ()) -> LazyItems:
+    """The run's requests, checked before any server is started.
 
-    UsageError when the dataset is broken, a request does not fit ``engine.max_model_len``,
-    or ``slo.classes`` names a class no request carries.
+    UsageError when the dataset is broken, a request does not fit ``max_model_len`` (the
+    recipe's ``engine.max_model_len``), or ``classes`` (those ``slo.classes`` names) holds
+    a class no request carries.
     """
     items = work_items(workload, tokenizer_dir, count, base_dir=base_dir,
-                       max_model_len=(recipe.get("engine") or {}).get("max_model_len"))
-    wanted = set((recipe.get("slo") or {}).get("classes") or {})
-    missing = sorted(wanted - items.classes)
+                       max_model_len=max_model_len)
+    missing = sorted(set(classes) - items.classes)
     if missing:
         items.close()
         where = (f"the dataset {workload['dataset']['path']}" if workload.get("dataset")

