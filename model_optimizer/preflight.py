@@ -153,8 +153,8 @@ def accelerator_of(gpu_name: str | None, memory_bytes: int | None = None) -> str
 
 
 def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
-    recipe, smap = loaded.resolved, loaded.source_map
-    named = recipe["hardware"]["accelerator"]
+    spec, smap = loaded.spec, loaded.source_map
+    named = spec.hardware.accelerator
     if named == "cpu":
         return
     gpus = machine.gpus()
@@ -173,7 +173,7 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
             where, f"the recipe is for {named}; this machine has {len(gpus)}x "
             f"{gpus[0].get('name')}: its figures and memory plan may not hold here",
             "re-validate here with `mopt sweep`"))
-    tp = recipe["engine"]["tensor_parallel_size"]
+    tp = spec.engine.tensor_parallel_size
     if tp > len(gpus):
         found.refusals.append(smap.diagnostic(
             ("engine", "tensor_parallel_size"),
@@ -203,7 +203,7 @@ def _check_hub(repo: str, revision: str | None, filename: str, key: tuple, loade
 
 def _check_local(path: Path, key: tuple, need: str, loaded: LoadedRecipe,
                  found: Preflight) -> None:
-    written = loaded.resolved["model"]["path"]
+    written = loaded.spec.model.path
     if need == "model" and not (path / "config.json").is_file():
         hint = (f"build the tiny local model with `mopt tiny-model {path}`" if "tiny" in written
                 else "model.path must name a folder with config.json and the weights")
@@ -218,17 +218,17 @@ def _check_local(path: Path, key: tuple, need: str, loaded: LoadedRecipe,
 
 
 def _check_model(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
-    model = loaded.resolved["model"]
-    location = model_location(loaded.resolved, loaded.base_dir)
+    model = loaded.spec.model
+    location = model_location(loaded.spec, loaded.base_dir)
     if not Path(location).is_absolute():
-        _check_hub(location, model.get("revision"), "config.json", ("model", "path"), loaded,
+        _check_hub(location, model.revision, "config.json", ("model", "path"), loaded,
                    machine, found)
     else:
         before = len(found.refusals)
         _check_local(Path(location), ("model", "path"), "model", loaded, found)
         if len(found.refusals) > before:
             return
-    tokenizer = model.get("tokenizer")
+    tokenizer = model.tokenizer
     if tokenizer is None:
         if Path(location).is_absolute():
             _check_local(Path(location), ("model", "path"), "tokenizer", loaded, found)
@@ -249,13 +249,13 @@ def _check_model(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> No
 
 
 def _check_port(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
-    engine = loaded.resolved["engine"]
-    if not engine["port"]:
+    engine = loaded.spec.engine
+    if not engine.port:
         return
-    why = machine.port_taken(engine["host"], engine["port"])
+    why = machine.port_taken(engine.host, engine.port)
     if why:
         found.refusals.append(loaded.source_map.diagnostic(
-            ("engine", "port"), f"port {engine['port']} on {engine['host']} is taken ({why})",
+            ("engine", "port"), f"port {engine.port} on {engine.host} is taken ({why})",
             "stop what listens there, or set engine.port: 0 to pick a free port"))
 
 
