@@ -9,16 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
-from model_optimizer.load.classes import figure
+from model_optimizer.load.figures import FIGURE_KEYS, Figures
 from model_optimizer.plan import fits
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
 
 EventCallback = Callable[[str, dict], None]
-#: the run metrics a search compares configurations by (and a validated block records): the
-#: one list the sweep's and the tune's summaries and the written revisions share
-FIGURE_KEYS = ("qps", "goodput_qps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms",
-               "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "success_rate")
+__all__ = ["FIGURE_KEYS", "RESOURCE_KEYS", "Measurement", "measure_configuration",
+           "objective_half_width", "planner_verdict", "step_figures", "variant"]
 #: what the configuration cost, from the telemetry peaks (step figures only)
 RESOURCE_KEYS = ("peak_memory_bytes", "kv_cache_usage_max", "preemptions")
 
@@ -60,19 +58,19 @@ def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None
     return None if ok else reason
 
 
-def objective_half_width(metrics: dict, objective: str) -> float | None:
+def objective_half_width(metrics: dict | Figures, objective: str) -> float | None:
     """The 95% half-width of the objective's steady-state interval, None without one."""
-    return ((metrics.get("intervals") or {}).get(objective) or {}).get("half_width")
+    return Figures.of(metrics).half_width(objective)
 
 
 def step_figures(outcome: RunOutcome | None) -> dict:
-    """The per-configuration figures the summaries show."""
+    """The per-configuration figures the summaries show (``FIGURE_KEYS``, the QPS and
+    goodput half-widths, status and resources)."""
     if outcome is None:
         return {}
-    metrics, peaks = outcome.metrics or {}, outcome.telemetry_peaks or {}
-    figures = {k: metrics.get(k) for k in FIGURE_KEYS}
-    figures.update({f"{k}_half_width": objective_half_width(metrics, k)
-                    for k in ("qps", "goodput_qps")})
+    measured, peaks = outcome.figures, outcome.telemetry_peaks or {}
+    figures = measured.compared()
+    figures.update({f"{k}_half_width": measured.half_width(k) for k in ("qps", "goodput_qps")})
     figures.update({
         "status": outcome.status, "run_id": outcome.run_id,
         "failure": outcome.failure.kind if outcome.failure else None,
@@ -122,11 +120,12 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
             result.reason = outcome.failure.hint if outcome.failure else outcome.status
             result.samples, result.slo_met = [], None
             break
-        result.samples.append(figure(outcome.metrics, objective) or 0.0)
-        half_width = objective_half_width(outcome.metrics, objective)
+        measured = outcome.figures
+        result.samples.append(measured.figure(objective) or 0.0)
+        half_width = measured.half_width(objective)
         if half_width is not None:
             result.half_widths.append(half_width)
-        result.slo_met = result.slo_met and bool(outcome.metrics.get("slo_met"))
+        result.slo_met = result.slo_met and bool(measured.slo_met)
         result.preemptions = max(result.preemptions,
                                  outcome.telemetry_peaks.get("preemptions") or 0)
     result.figures = step_figures(outcome)

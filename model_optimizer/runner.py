@@ -49,6 +49,7 @@ from model_optimizer.errors import (
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
+from model_optimizer.load.figures import Figures
 from model_optimizer.load.steady import summarize_steady
 from model_optimizer.load.workload import LazyItems, prepare_items
 from model_optimizer.reaper import reap_abandoned
@@ -92,9 +93,14 @@ class RunOutcome:
         return self.status == STATUS_OK
 
     @property
+    def figures(self) -> Figures:
+        """The typed view of ``metrics`` (what metrics.json holds)."""
+        return Figures.of(self.metrics)
+
+    @property
     def slo_met(self) -> bool:
         """True when the run completed and met every SLO of the recipe."""
-        return self.ok and bool(self.metrics.get("slo_met", False))
+        return self.ok and bool(self.figures.slo_met)
 
     @property
     def exit_code(self) -> int:
@@ -365,7 +371,7 @@ def _internal_failure(archive: RunArchive, outcome: RunOutcome, exc: Exception) 
 def _judge_completed(archive: RunArchive, measurement: RunRecords,
                      outcome: RunOutcome) -> None:
     """Mark the run ok once its figures exist, or failed when no request completed."""
-    if outcome.metrics.get("completed"):
+    if outcome.figures.completed:
         outcome.status = STATUS_OK
         return
     errors = list(dict.fromkeys(r.error for r in measurement.records if r.error))[:5]

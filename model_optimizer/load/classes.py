@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from model_optimizer.load.figures import Figures
 from model_optimizer.load.stats import is_good_request, per_request_bounds_ms, summarize
 from model_optimizer.load.stats import record_field as _field
 from model_optimizer.load.steady import finish_time, summarize_steady
@@ -106,11 +107,9 @@ def apply_classes(metrics: dict[str, Any], records: list[Any], window_s: float |
 
 
 def figure(metrics: Mapping[str, Any], key: str) -> Any:
-    """A run figure by key; ``short:goodput_qps`` reads class ``short``'s figure."""
-    if ":" in key:
-        name, key = key.split(":", 1)
-        return ((metrics.get("classes") or {}).get(name) or {}).get(key)
-    return metrics.get(key)
+    """A run figure by key; ``short:goodput_qps`` reads class ``short``'s figure (the rule is
+    ``Figures.figure``'s)."""
+    return Figures.from_dict(metrics).figure(key)
 
 
 def _mean(values: Iterable[Any]) -> float | None:

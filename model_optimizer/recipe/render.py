@@ -22,8 +22,9 @@ Recipe = RecipeSpec | dict
 
 
 def model_location(recipe: Recipe, base_dir: Path | None) -> str:
-    """Absolute path of a local model folder, or the hub id as written."""
-    written = RecipeSpec.of(recipe).model.path
+    """Absolute path of a local model folder, or the hub id as written (``recipe`` may also
+    be a partial dict holding ``model.path``: drift and quantize checks pass those)."""
+    written = recipe.model.path if isinstance(recipe, RecipeSpec) else recipe["model"]["path"]
     candidate = Path(written).expanduser()
     if not candidate.is_absolute() and base_dir is not None:
         candidate = (base_dir / candidate)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import UsageError
+from model_optimizer.load.figures import Figures
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
@@ -336,14 +337,14 @@ def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
     problems = []
     if not outcome.ok:
         problems.append(f"run {outcome.status}")
-    metrics = outcome.metrics or {}
-    if metrics.get("failed"):
-        problems.append(f"{metrics['failed']} requests failed")
+    figures = Figures.of(outcome.metrics)
+    if figures.failed:
+        problems.append(f"{figures.failed} requests failed")
     if (outcome.telemetry_peaks or {}).get("preemptions"):
         problems.append(f"{outcome.telemetry_peaks['preemptions']} preemptions")
     if outcome.ok and any(v is not None for v in recipe["slo"].values()) \
-            and not metrics.get("slo_met"):
-        problems.append("SLOs broken: " + "; ".join(metrics.get("slo_violations") or []))
+            and not figures.slo_met:
+        problems.append("SLOs broken: " + "; ".join(figures.slo_violations or []))
     return problems
 
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
-from model_optimizer.measure import objective_half_width, step_figures, variant
+from model_optimizer.load.figures import Figures
+from model_optimizer.measure import step_figures, variant
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.runner import bench_endpoint, check_model_present, serve
@@ -117,8 +118,8 @@ class ProbeServer:
         level = variant(self.server, [f"workload.concurrency={int(value)}"])
         location = check_model_present(level)
         outcome = bench_endpoint(
-            self.engine.base_url, level, level.resolved["model"]["served_name"],
-            level.resolved["model"].get("tokenizer") or location, self.steps_dir,
+            self.engine.base_url, level, level.spec.model.served_name,
+            level.spec.model.tokenizer or location, self.steps_dir,
             on_event=self.emit, server_pid=self.engine.pid,
             archive_extra={"sweep": self.sweep_id, "value": value, "probe": True,
                            "server_run": self.outcome.run_id})
@@ -127,12 +128,12 @@ class ProbeServer:
 
 def level_point(value, phase: str, outcome, objective: str) -> Point:
     """The strategy's view of one scan level: its objective and interval, or the ceiling."""
-    metrics, peaks = outcome.metrics or {}, outcome.telemetry_peaks or {}
+    figures, peaks = Figures.of(outcome.metrics), outcome.telemetry_peaks or {}
     run_ids = [outcome.run_id]
     if (peaks.get("kv_cache_usage_perc_max") or 0) >= KV_FULL and not peaks.get("preemptions"):
         return Point(value, phase, "failed", [], failure_kind="kv_cache_full", run_ids=run_ids)
-    if not outcome.ok or not metrics.get("completed"):
+    if not outcome.ok or not figures.completed:
         return Point(value, phase, "failed", [], failure_kind="engine_died", run_ids=run_ids)
-    return Point(value, phase, "ok", [metrics.get(objective) or 0.0],
-                 slo_met=bool(metrics.get("slo_met")), preemptions=peaks.get("preemptions") or 0,
-                 run_ids=run_ids, half_width=objective_half_width(metrics, objective))
+    return Point(value, phase, "ok", [figures.figure(objective) or 0.0],
+                 slo_met=bool(figures.slo_met), preemptions=peaks.get("preemptions") or 0,
+                 run_ids=run_ids, half_width=figures.half_width(objective))

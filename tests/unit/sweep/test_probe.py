@@ -132,3 +132,10 @@ def test_a_scan_level_is_an_archived_window_at_its_concurrency(tmp_path):
                     for r in measured)
     assert in_flight <= 4
     assert figures["run_id"] == run["id"] and skipped.status == "skipped"
+
+
+def test_a_level_reads_a_class_objective_from_the_class_figures():
+    classes = {"short": {"qps": 9.0, "goodput_qps": 8.5}, "long": {"qps": 1.0}}
+    level = outcome(qps=10.0)
+    level.metrics["classes"] = classes
+    assert level_point(4, "grow", level, "short:goodput_qps").metric == 8.5
