@@ -120,15 +120,13 @@ class RunOutcome:
 
 
 def tied_concurrency(recipe: Recipe) -> bool:
-    """True when the recipe leaves ``workload.concurrency`` unset: the client then keeps
-    ``max_num_seqs`` requests in flight, enough to fill the batch (see effective_workload)."""
+    """True when ``workload.concurrency`` is unset: max_num_seqs in flight (effective_workload)."""
     return RecipeSpec.of(recipe).workload.concurrency is None
 
 
 def effective_workload(recipe: Recipe, override: dict | None = None) -> dict:
-    """The workload as run (the load's input, archived in run.json): overrides applied, a
-    null concurrency tied to max_num_seqs (the one place that rule is applied; searches and
-    test fakes call this)."""
+    """The workload as run (the load's input; run.json): overrides applied, a null concurrency
+    tied to max_num_seqs (the one place that rule is applied; searches and fakes call it)."""
     spec = RecipeSpec.of(recipe)
     workload = {**spec.workload.to_dict(), **(override or {})}
     if workload["concurrency"] is None:
@@ -136,18 +134,28 @@ def effective_workload(recipe: Recipe, override: dict | None = None) -> dict:
     return workload
 
 
-def run_items(spec: RecipeSpec, workload: dict, tokenizer_dir: str,
-              base_dir: Path | None) -> LazyItems:
-    """The run's requests for ``workload``, checked against the recipe's max_model_len and
-    ``slo.classes`` before any server starts."""
-    return prepare_items(workload, tokenizer_dir, prompts_needed(workload), base_dir,
+def run_items(spec: RecipeSpec, workload: dict, tokenizer: str, base_dir: Path | None):
+    """The run's requests (``LazyItems``), checked against max_model_len and slo.classes."""
+    return prepare_items(workload, tokenizer, prompts_needed(workload), base_dir,
                          max_model_len=spec.engine.max_model_len,
                          classes=spec.slo.classes or {})
 
 
-def base_url_of(host: str, port: int) -> str:
-    """``http://host:port`` (an IPv6 host in brackets)."""
-    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: EngineFactory | None,
+                    kind: str, extra: dict) -> tuple[RunArchive, EngineProcess]:
+    """Render the server command, create the archive (``kind``) with its start files, and
+    return it with the supervised process, not yet started."""
+    spec = loaded.spec
+    host = spec.engine.host
+    port = spec.engine.port or free_port(host)
+    factory = factory or VllmEngine()
+    command = factory.command(spec, loaded.base_dir, port)
+    reap_abandoned(runs_base)
+    archive = RunArchive.create(runs_base, loaded.name, kind=kind)
+    write_start(archive, loaded, command.argv, command.env, extra)
+    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    return archive, factory.process(command, archive.file(ENGINE_LOG), base_url,
+                                    spec.engine.startup_timeout_s)
 
 
 def check_model_present(loaded: LoadedRecipe) -> str:
@@ -181,8 +189,7 @@ class RunRecords:
     """Collects what the load and the sampler deliver, into the archive as it arrives."""
 
     def __init__(self, archive: RunArchive, items: LazyItems):
-        self.archive = archive
-        self.items = items
+        self.archive, self.items = archive, items
         self.records: list = []
 
     def on_record(self, record) -> None:
@@ -213,16 +220,8 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     workload = effective_workload(spec, workload_override)
     location = check_model_present(loaded)
     items = run_items(spec, workload, spec.model.tokenizer or location, loaded.base_dir)
-    host = spec.engine.host
-    port = spec.engine.port or free_port(host)
-    factory = engine_factory or VllmEngine()
-    command = factory.command(spec, loaded.base_dir, port)
-    reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, loaded.name)
-    write_start(archive, loaded, command.argv, command.env,
-                 {"workload": workload, **(archive_extra or {})})
-    engine = factory.process(command, archive.file(ENGINE_LOG), base_url_of(host, port),
-                             spec.engine.startup_timeout_s)
+    archive, engine = archived_engine(loaded, runs_base, engine_factory, "run",
+                                      {"workload": workload, **(archive_extra or {})})
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
@@ -399,18 +398,9 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
     when the start failed (``outcome.failure`` says why). The server group is always stopped
     and the archive finished on exit, also on Ctrl-C."""
     emit = on_event or (lambda phase, data: None)
-    spec = loaded.spec
     check_model_present(loaded)
-    host = spec.engine.host
-    port = spec.engine.port or free_port(host)
-    factory = engine_factory or VllmEngine()
-    command = factory.command(spec, loaded.base_dir, port)
-    reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, loaded.name, kind="server")
-    write_start(archive, loaded, command.argv, command.env,
-                 {"kind": "server", **(archive_extra or {})})
-    engine = factory.process(command, archive.file(ENGINE_LOG), base_url_of(host, port),
-                             spec.engine.startup_timeout_s)
+    archive, engine = archived_engine(loaded, runs_base, engine_factory, "server",
+                                      {"kind": "server", **(archive_extra or {})})
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
