@@ -162,3 +162,19 @@ def test_bench_url_counts_tokens_with_the_servers_tokenize_endpoint(server, tmp_
     assert len(records) == 8 and all(r["ok"] for r in records)
     assert {r["prompt_tokens"] for r in records} == {length}
     assert_key_not_archived(archive)
+
+
+def test_the_servers_tokenizer_stands_in_faithfully_for_the_folder(server):
+    """Vocabulary size, special ids and so every prompt come out as from the model's folder."""
+    from model_optimizer.load.prompts import PromptSource, register_tokenizer
+    from model_optimizer.load.server_tokenizer import ServerTokenizer
+
+    tokenizer = ServerTokenizer(server.base_url, "tiny-llama",
+                                {"Authorization": f"Bearer {KEY}"})
+    remote = PromptSource(register_tokenizer(tokenizer.location, tokenizer), 64, 16, seed=5)
+    local = PromptSource(str(ROOT / "models" / "tiny-llama"), 64, 16, seed=5)
+    assert len(tokenizer) == len(local.tokenizer)
+    assert sorted(remote._special_ids) == sorted(local._special_ids)
+    assert remote.make(20) == local.make(20)
+    assert [remote.chat_prompt(i, 90) for i in range(5)] == [local.chat_prompt(i, 90)
+                                                              for i in range(5)]
