@@ -174,6 +174,10 @@ class SloSpec(ClassSloSpec):
 
     classes: dict[str, ClassSloSpec] | None = None
 
+    def sets_any(self) -> bool:
+        """True when the recipe sets any SLO (a bound, or a ``classes`` section)."""
+        return any(value is not None for value in self.to_dict().values())
+
 
 class SweepSpec(_Spec):
     """``sweep``: the one-knob search."""

@@ -19,7 +19,8 @@ from model_optimizer.load.figures import Figures
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
-from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe import LoadedRecipe, RecipeSpec
+from model_optimizer.recipe.render import Recipe
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
 from model_optimizer.runner import RunOutcome, run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
@@ -137,7 +138,7 @@ class SweepRunner:
         self.state: SweepState = session.state  # type: ignore[assignment]
         self.emit = session.emit
         self.measure = measure or self._measure_for_real
-        self.settings = self.loaded.resolved["sweep"]
+        self.settings = self.loaded.spec.sweep
 
     def run(self) -> SweepOutcome:
         """Search, choose, confirm, write; archive as it goes. Re-raises KeyboardInterrupt."""
@@ -184,11 +185,11 @@ class SweepRunner:
         config = self.state.config
         if config.categorical:
             return
-        rounds = self.settings.get("remeasure_rounds", 2)
+        rounds = self.settings.remeasure_rounds
         while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
             used = sum(point.launches for point in self.state.history)
             if (config.max_launches is not None and used >= config.max_launches) \
-                    or self.session.out_of_time(self.settings.get("max_minutes")):
+                    or self.session.out_of_time(self.settings.max_minutes):
                 self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
                                       f"the budget ({used} launches used)", "budget")
                 return
@@ -216,10 +217,10 @@ class SweepRunner:
             return  # resumed after the search had finished
         while True:
             decision = next_value(self.state.config, self.state.history)
-            out_of_time = self.session.out_of_time(self.settings.get("max_minutes"))
+            out_of_time = self.session.out_of_time(self.settings.max_minutes)
             if decision.value is None or out_of_time:
                 reason = decision.reason if decision.value is None else (
-                    f"time budget of {self.settings.get('max_minutes')} min spent")
+                    f"time budget of {self.settings.max_minutes} min spent")
                 self._record_decision(None, decision.phase, reason, decision.stop_rule
                                       or "budget")
                 return
@@ -255,7 +256,7 @@ class SweepRunner:
         return variant(self.loaded, engine_overrides({self.state.config.param: value}))
 
     def _measure_for_real(self, step: LoadedRecipe, value) -> Measurement:
-        return self.session.measure(step, repeats=self.settings["repeats"],
+        return self.session.measure(step, repeats=self.settings.repeats,
                                     objective=self.state.objective, labels={"value": value})
 
     # ----- choice, confirmation, output --------------------------------------------------
@@ -297,7 +298,7 @@ class SweepRunner:
         done = [c for c in self.state.confirmations if c["value"] == candidate.value]
         if done:
             return done[-1]
-        seconds = self.settings["confirm_duration_s"]
+        seconds = self.settings.confirm_duration_s
         if not seconds:
             return {"value": candidate.value, "ok": True, "skipped": True}
         self.emit("confirm", {"value": candidate.value, "duration_s": seconds})
@@ -307,7 +308,7 @@ class SweepRunner:
                              engine_factory=self.engine_factory,
                              archive_extra={KIND: self.session.archive.id, "confirm": True,
                                             "value": candidate.value})
-        problems = confirmation_problems(outcome, self.loaded.resolved)
+        problems = confirmation_problems(outcome, self.loaded.spec)
         result = {"value": candidate.value, "ok": not problems, "problems": problems,
                   "run_id": outcome.run_id, "figures": step_figures(outcome)}
         self.state.confirmations.append(result)
@@ -332,7 +333,7 @@ def _unique(points: list[Point]) -> list[Point]:
     return out
 
 
-def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
+def confirmation_problems(outcome: RunOutcome, recipe: Recipe) -> list[str]:
     """Why a sustained run rejects its value (empty when it passes)."""
     problems = []
     if not outcome.ok:
@@ -342,16 +343,15 @@ def confirmation_problems(outcome: RunOutcome, recipe: dict) -> list[str]:
         problems.append(f"{figures.failed} requests failed")
     if (outcome.telemetry_peaks or {}).get("preemptions"):
         problems.append(f"{outcome.telemetry_peaks['preemptions']} preemptions")
-    if outcome.ok and any(v is not None for v in recipe["slo"].values()) \
-            and not figures.slo_met:
+    if outcome.ok and RecipeSpec.of(recipe).slo.sets_any() and not figures.slo_met:
         problems.append("SLOs broken: " + "; ".join(figures.slo_violations or []))
     return problems
 
 
-def _objective(recipe: dict, has_slo: bool) -> str:
+def _objective(recipe: Recipe, has_slo: bool) -> str:
     """goodput with SLOs, else QPS; ``class:figure`` with ``sweep.objective_class``."""
     base = "goodput_qps" if has_slo else "qps"
-    wanted = recipe["sweep"].get("objective_class")
+    wanted = RecipeSpec.of(recipe).sweep.objective_class
     return f"{wanted}:{base}" if wanted else base
 
 
@@ -362,18 +362,18 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
     """Begin a new sweep of ``loaded`` and run it to the end (``engine_factory``: the scan
     and confirmation servers, vLLM by default, the mock server in tests)."""
     recipe = loaded.resolved
-    requested = flags.pop("strategy", None) or recipe["sweep"].get("strategy", "auto")
+    requested = flags.pop("strategy", None) or loaded.spec.sweep.strategy
     config = build_config(recipe, **flags)
     strategy, why = resolve_strategy(requested, recipe, config)
     model_config_path = default_model_config(loaded, model_config)
     if strategy == "probe-scan":
         config.max = scan_ceiling(loaded, config, load_model_config(model_config_path)
                                   if model_config_path else None)
-    has_slo = any(v is not None for v in recipe["slo"].values())
+    has_slo = loaded.spec.slo.sets_any()
     state = SweepState(
         config=config, recipe_file=str(loaded.path), overrides=list(loaded.overrides),
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
-        objective=_objective(recipe, has_slo),
+        objective=_objective(loaded.spec, has_slo),
         output=str(output or loaded.path), model_config=model_config_path,
         strategy=strategy, strategy_reason=why)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)

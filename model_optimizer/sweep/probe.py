@@ -29,7 +29,8 @@ from model_optimizer.errors import UsageError
 from model_optimizer.load.figures import Figures
 from model_optimizer.measure import step_figures, variant
 from model_optimizer.plan import estimate
-from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe import LoadedRecipe, RecipeSpec
+from model_optimizer.recipe.render import Recipe
 from model_optimizer.runner import bench_endpoint, check_model_present, serve
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
@@ -37,22 +38,22 @@ STRATEGIES = ("auto", "probe-scan", "relaunch")
 KV_FULL = 0.99
 
 
-def probe_scan_problems(recipe: dict, config: SweepConfig) -> list[str]:
+def probe_scan_problems(recipe: Recipe, config: SweepConfig) -> list[str]:
     """Why probe-scan cannot stand in for relaunching here (empty when it can)."""
-    problems = []
+    workload, problems = RecipeSpec.of(recipe).workload, []
     if config.param != "max_num_seqs" or config.categorical:
         problems.append(f"it scans max_num_seqs only, not {config.param} (a knob that "
                         "needs a restart)")
-    if recipe["workload"].get("concurrency") is not None:
+    if workload.concurrency is not None:
         problems.append("workload.concurrency is set: the concurrency must follow "
                         "max_num_seqs (null) for one server to stand in for each value")
-    if recipe["workload"].get("request_rate", "inf") != "inf":
+    if workload.request_rate != "inf":
         problems.append("workload.request_rate is a number: an open-loop load does not "
                         "hold c requests in flight, so a larger server batches differently")
     return problems
 
 
-def resolve_strategy(requested: str, recipe: dict, config: SweepConfig) -> tuple[str, str]:
+def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tuple[str, str]:
     """``(strategy, why)``: ``auto`` picks probe-scan where valid; an explicit probe-scan that
     is not valid is a usage error naming the reasons."""
     if requested not in STRATEGIES:

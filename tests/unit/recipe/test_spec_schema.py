@@ -109,3 +109,12 @@ def test_the_view_is_frozen_and_refuses_unknown_keys():
     resolved["engine"]["swap_space"] = 4
     with pytest.raises(pydantic.ValidationError, match="swap_space"):
         RecipeSpec.of(resolved)
+
+
+def test_sets_any_slo_counts_a_bound_or_a_classes_section():
+    assert not load_recipe_text(VALID).spec.slo.sets_any()
+    assert load_recipe_text(VALID, overrides=["slo.ttft_p99_ms=500"]).spec.slo.sets_any()
+    classes_only = load_recipe_text(VALID, overrides=[
+        "workload.mix.a.prompt_tokens=8", "workload.mix.a.output_tokens=4",
+        "slo.classes.a.ttft_p99_ms=300"]).spec.slo
+    assert classes_only.sets_any() and classes_only.ttft_p99_ms is None
