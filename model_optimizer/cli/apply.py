@@ -25,6 +25,7 @@ from model_optimizer.cli.common import (
     err_console,
     handle_errors,
     print_json,
+    progress_console,
 )
 from model_optimizer.cli.current import (
     ForceOption,
@@ -126,9 +127,8 @@ def apply(
     check_before_launch(loaded, force, err_console)
     terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
-    progress_console = err_console if as_json else console
     quality = QualityOnServer(loaded, runs_dir(runs_dir_opt))
-    with RunProgress(progress_console, total=total) as progress:
+    with RunProgress(progress_console(as_json), total=total) as progress:
         quality.on_event = progress
         outcome = run_recipe(loaded, runs_dir(runs_dir_opt), on_event=progress,
                              archive_extra={"drift": drift} if drift else None,

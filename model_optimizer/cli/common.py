@@ -34,6 +34,11 @@ RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML file.", show_defaul
                                           metavar="RECIPE")]
 
 
+def progress_console(as_json: bool) -> Console:
+    """Where progress and notices go: stderr with ``--json``, so stdout holds only the JSON."""
+    return err_console if as_json else console
+
+
 def print_json(data: Any) -> None:
     """JSON to stdout, plain (no rich markup), one document."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

@@ -45,10 +45,10 @@ def load_chosen(recipe: Path | None, overrides: list[str] | None, command: str,
                 as_json: bool, runs_dir_opt: Path | None = None) -> LoadedRecipe:
     """Choose (``recipe``, or the current one announced on the console, on stderr with
     ``--json``) and load the recipe a command works on."""
-    from model_optimizer.cli.common import console, err_console
+    from model_optimizer.cli.common import progress_console
     from model_optimizer.recipe import load_recipe
 
-    path = recipe_or_current(recipe, command, err_console if as_json else console,
+    path = recipe_or_current(recipe, command, progress_console(as_json),
                              runs_dir_opt)
     return load_recipe(path, overrides)
 

@@ -17,6 +17,7 @@ from model_optimizer.cli.common import (
     err_console,
     handle_errors,
     print_json,
+    progress_console,
 )
 from model_optimizer.cli.current import (
     ForceOption,
@@ -139,7 +140,7 @@ def eval_command(
     if url is None:
         check_before_launch(loaded, force, err_console)
     terminate_as_interrupt()
-    with EvalProgress(err_console if as_json else console, label="eval: ") as progress:
+    with EvalProgress(progress_console(as_json), label="eval: ") as progress:
         outcome = evaluate(loaded, config=config, baseline=baseline, url=url, model=model,
                            runs_base=runs_dir_opt, on_event=progress)
     if as_json:

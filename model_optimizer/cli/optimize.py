@@ -16,6 +16,7 @@ from model_optimizer.cli.common import (
     console,
     err_console,
     handle_errors,
+    progress_console,
 )
 from model_optimizer.cli.progress import SearchProgress, run_search
 from model_optimizer.errors import UsageError
@@ -99,7 +100,7 @@ def optimize(
     from model_optimizer.signals import terminate_as_interrupt
 
     terminate_as_interrupt()
-    progress = OptimizeProgress(err_console if as_json else console)
+    progress = OptimizeProgress(progress_console(as_json))
     run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress),
                progress, "optimize", "report.md, summary.csv, plot.png", as_json)
 

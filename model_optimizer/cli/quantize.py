@@ -13,9 +13,9 @@ from model_optimizer.cli.common import (
     RunsDirOption,
     SetOption,
     console,
-    err_console,
     handle_errors,
     print_json,
+    progress_console,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 
@@ -50,7 +50,7 @@ def quantize(
     extra = [f"quantize.scheme={scheme}"] if scheme else []
     loaded = load_chosen(recipe, [*(overrides or []), *extra], "quantize", as_json,
                          runs_dir_opt)
-    say = err_console if as_json else console
+    say = progress_console(as_json)
 
     def on_event(kind: str, data: dict) -> None:
         if kind == "start":

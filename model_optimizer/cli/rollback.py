@@ -18,6 +18,7 @@ from model_optimizer.cli.common import (
     err_console,
     handle_errors,
     print_json,
+    progress_console,
 )
 from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
@@ -92,7 +93,7 @@ def rollback(
     terminate_as_interrupt()
     for message in check_drift(load_recipe(result.recipe_file).resolved):
         err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    with RunProgress(err_console if as_json else console) as progress:
+    with RunProgress(progress_console(as_json)) as progress:
         check = reverify(result, tolerance, on_event=progress)
     if as_json:
         print_json({"rollback": result.to_dict(), "verification": check.to_dict()})

@@ -15,9 +15,9 @@ from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    console,
     err_console,
     handle_errors,
+    progress_console,
 )
 from model_optimizer.cli.completion import complete_search
 from model_optimizer.cli.current import (
@@ -121,8 +121,7 @@ def sweep(
     from model_optimizer.signals import terminate_as_interrupt
 
     terminate_as_interrupt()
-    progress_console = err_console if as_json else console
-    progress = SweepProgress(progress_console)
+    progress = SweepProgress(progress_console(as_json))
     flags = {"param": param, "start": start, "growth": growth, "step": step,
              "max": max_value, "values": _values(values), "strategy": strategy}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,

@@ -15,9 +15,9 @@ from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    console,
     err_console,
     handle_errors,
+    progress_console,
 )
 from model_optimizer.cli.completion import complete_search
 from model_optimizer.cli.current import (
@@ -120,7 +120,7 @@ def tune(
     from model_optimizer.signals import terminate_as_interrupt
 
     terminate_as_interrupt()
-    progress = TuneProgress(err_console if as_json else console)
+    progress = TuneProgress(progress_console(as_json))
     flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
              "seed": seed}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,

@@ -14,6 +14,7 @@ from model_optimizer.cli.common import (
     console,
     err_console,
     print_json,
+    progress_console,
     report_error,
 )
 from model_optimizer.cli.completion import complete_recipe
@@ -41,7 +42,7 @@ def validate(
     """
     if not recipes:
         try:
-            recipes = [recipe_or_current(None, "validate", err_console if as_json else console)]
+            recipes = [recipe_or_current(None, "validate", progress_console(as_json))]
         except UsageError as exc:
             report_error(exc, as_json)
             raise typer.Exit(exc.exit_code) from None
