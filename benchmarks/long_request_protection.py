@@ -20,7 +20,8 @@ p99 TTFT ratio to "off" per repeat, judged **outside the noise** only when every
 the knob lies beyond every repeat of "off".
 
     .venv/bin/python benchmarks/long_request_protection.py [--repeats 3] [--rate 6]
-        [--num-requests 100] [--only off,all]
+        [--num-requests 150] [--only off,all] [--runs-dir DIR]
+    .venv/bin/python benchmarks/long_request_protection.py --summarize DIR [DIR ...]
 
 About 1.5-2 minutes per launch on 2 cores. Archives go to a temp folder unless --runs-dir.
 """
@@ -33,6 +34,8 @@ import random
 import statistics
 import tempfile
 from pathlib import Path
+
+import yaml
 
 from model_optimizer.load.stats import percentile
 from model_optimizer.load.steady import bootstrap_interval, finish_time
@@ -90,9 +93,14 @@ def measure(label: str, overrides: list[str], runs: Path) -> dict:
     outcome = run_recipe(loaded, runs)
     if not outcome.ok:
         raise SystemExit(f"{label}: run {outcome.run_id} failed: {outcome.status}")
-    samples = class_samples(outcome.archive, outcome.metrics)
-    classes = outcome.metrics["classes"]
-    print(f"{label:9} {outcome.run_id}: " + "; ".join(
+    return archived(label, outcome.archive, outcome.metrics)
+
+
+def archived(label: str, archive: Path, metrics: dict) -> dict:
+    """A run's per-class samples and capped counts, printed as one line."""
+    samples = class_samples(archive, metrics)
+    classes = metrics["classes"]
+    print(f"{label:9} {archive.name}: " + "; ".join(
         f"{cls} n={len(samples[cls]['ttft'])} TTFT p99 {p99_text(samples[cls]['ttft'])} ms, "
         f"E2E p99 {p99_text(samples[cls]['e2e'])} ms, capped {classes[cls]['capped_requests']}"
         for cls in CLASSES), flush=True)
@@ -109,8 +117,14 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated subset of "
                         "off,budget,threshold,cap,all (default: all five)")
     parser.add_argument("--runs-dir", type=Path, default=None)
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, metavar="DIR",
+                        help="launch nothing: summarize the runs archived in these --runs-dir "
+                        "folders (several invocations' repeats together)")
     args = parser.parse_args()
     configs = configurations()
+    if args.summarize:
+        print_summary(from_archives(args.summarize, configs))
+        return
     if args.only:
         configs = {label: configs[label] for label in args.only.split(",")}
     runs = args.runs_dir or Path(tempfile.mkdtemp(prefix="mopt-protection-"))
@@ -121,6 +135,25 @@ def main() -> None:
             print(f"repeat {repeat + 1}/{args.repeats}: {label} ...", flush=True)
             results[label].append(measure(label, overrides + load, runs))
         print_summary(results)
+
+
+def from_archives(folders: list[Path], configs: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """Every completed run in ``folders``, in time order, under the label its knobs match."""
+    knobs = ("max_num_batched_tokens", "long_prefill_token_threshold", "max_output_tokens")
+    labels = {}
+    for label, overrides in configs.items():
+        engine = load_recipe(ROOT / "recipes" / "tiny-cpu-mix.yaml", overrides).resolved["engine"]
+        labels[tuple(engine.get(k) for k in knobs)] = label
+    results: dict[str, list[dict]] = {label: [] for label in configs}
+    runs = sorted((p for folder in folders for p in folder.iterdir() if (p / "metrics.json")
+                   .exists()), key=lambda p: p.name)
+    for run in runs:
+        engine = yaml.safe_load((run / "recipe.resolved.yaml").read_text())["engine"]
+        label = labels.get(tuple(engine.get(k) for k in knobs))
+        if label is not None:
+            results[label].append(archived(label, run, json.loads(
+                (run / "metrics.json").read_text())))
+    return results
 
 
 def _ms(seconds: float) -> str:
