@@ -15,16 +15,16 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import UsageError
-from model_optimizer.load.figures import Figures
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import Recipe
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
-from model_optimizer.runner import RunOutcome, run_recipe, tied_concurrency
+from model_optimizer.runner import run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.revision import default_model_config, write_validated_revision
+from model_optimizer.search.scan import confirmation_problems
 from model_optimizer.search.session import (
     EventCallback,
     RevisionOutcome,
@@ -331,21 +331,6 @@ def _unique(points: list[Point]) -> list[Point]:
             seen.add(point.value)
             out.append(point)
     return out
-
-
-def confirmation_problems(outcome: RunOutcome, recipe: Recipe) -> list[str]:
-    """Why a sustained run rejects its value (empty when it passes)."""
-    problems = []
-    if not outcome.ok:
-        problems.append(f"run {outcome.status}")
-    figures = Figures.of(outcome.metrics)
-    if figures.failed:
-        problems.append(f"{figures.failed} requests failed")
-    if (outcome.telemetry_peaks or {}).get("preemptions"):
-        problems.append(f"{outcome.telemetry_peaks['preemptions']} preemptions")
-    if outcome.ok and RecipeSpec.of(recipe).slo.sets_any() and not figures.slo_met:
-        problems.append("SLOs broken: " + "; ".join(figures.slo_violations or []))
-    return problems
 
 
 def _objective(recipe: Recipe, has_slo: bool) -> str:

@@ -29,28 +29,23 @@ from model_optimizer.errors import UsageError
 from model_optimizer.load.figures import Figures
 from model_optimizer.measure import step_figures, variant
 from model_optimizer.plan import estimate
-from model_optimizer.recipe import LoadedRecipe, RecipeSpec
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import Recipe
-from model_optimizer.runner import bench_endpoint, check_model_present, serve
+from model_optimizer.search.scan import KV_FULL, ScanServer, closed_loop_problems, level_failure
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
 STRATEGIES = ("auto", "probe-scan", "relaunch")
-KV_FULL = 0.99
+__all__ = ["KV_FULL", "STRATEGIES", "ProbeServer", "level_point", "probe_scan_problems",
+           "resolve_strategy", "scan_ceiling"]
 
 
 def probe_scan_problems(recipe: Recipe, config: SweepConfig) -> list[str]:
     """Why probe-scan cannot stand in for relaunching here (empty when it can)."""
-    workload, problems = RecipeSpec.of(recipe).workload, []
+    problems = []
     if config.param != "max_num_seqs" or config.categorical:
         problems.append(f"it scans max_num_seqs only, not {config.param} (a knob that "
                         "needs a restart)")
-    if workload.concurrency is not None:
-        problems.append("workload.concurrency is set: the concurrency must follow "
-                        "max_num_seqs (null) for one server to stand in for each value")
-    if workload.request_rate != "inf":
-        problems.append("workload.request_rate is a number: an open-loop load does not "
-                        "hold c requests in flight, so a larger server batches differently")
-    return problems
+    return problems + closed_loop_problems(recipe)
 
 
 def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tuple[str, str]:
@@ -80,35 +75,21 @@ def scan_ceiling(loaded: LoadedRecipe, config: SweepConfig, model_config: dict |
     return max(1, min(limits))
 
 
-class ProbeServer:
-    """The live scan server and the measure function the sweep loop calls for each level."""
+class ProbeServer(ScanServer):
+    """The live scan server (``search/scan.py``) and the measure function the sweep loop
+    calls for each level."""
 
     def __init__(self, loaded: LoadedRecipe, steps_dir: Path, ceiling: int, objective: str,
                  sweep_id: str, emit: Callable[[str, dict], None], engine_factory=None):
-        self.loaded, self.steps_dir, self.ceiling = loaded, steps_dir, ceiling
-        self.engine_factory = engine_factory
-        self.objective, self.sweep_id, self.emit = objective, sweep_id, emit
-        self.server = variant(loaded, [f"engine.max_num_seqs={ceiling}"])
-        self._context = None
-        self.engine = None
-        self.outcome = None
+        super().__init__(variant(loaded, [f"engine.max_num_seqs={ceiling}"]), steps_dir,
+                         ceiling, emit, {"sweep": sweep_id, "probe_server": True,
+                                         "value": ceiling}, engine_factory)
+        self.loaded, self.objective, self.sweep_id = loaded, objective, sweep_id
 
     def __enter__(self) -> ProbeServer:
         self.emit("probe_server", {"max_num_seqs": self.ceiling})
-        self._context = serve(self.server, self.steps_dir, on_event=self.emit,
-                              archive_extra={"sweep": self.sweep_id, "probe_server": True,
-                                             "value": self.ceiling},
-                              engine_factory=self.engine_factory)
-        self.engine, self.outcome = self._context.__enter__()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc_info) -> bool:
-        return bool(self._context.__exit__(*exc_info))
-
-    @property
-    def started(self) -> bool:
-        """True when the scan server is up."""
-        return self.engine is not None
 
     def measure(self, value, phase: str) -> tuple[Point, dict]:
         """One level: a steady-state window at concurrency ``value`` on the live server."""
@@ -116,14 +97,7 @@ class ProbeServer:
             kind = "engine_died" if value <= self.ceiling else "planner"
             return Point(value, phase, "failed" if kind == "engine_died" else "skipped", [],
                          failure_kind=kind), {"status": "failed", "failure": kind}
-        level = variant(self.server, [f"workload.concurrency={int(value)}"])
-        location = check_model_present(level)
-        outcome = bench_endpoint(
-            self.engine.base_url, level, level.spec.model.served_name,
-            level.spec.model.tokenizer or location, self.steps_dir,
-            on_event=self.emit, server_pid=self.engine.pid,
-            archive_extra={"sweep": self.sweep_id, "value": value, "probe": True,
-                           "server_run": self.outcome.run_id})
+        outcome = self.window(value, {"sweep": self.sweep_id, "value": value, "probe": True})
         return level_point(value, phase, outcome, self.objective), step_figures(outcome)
 
 
@@ -131,10 +105,9 @@ def level_point(value, phase: str, outcome, objective: str) -> Point:
     """The strategy's view of one scan level: its objective and interval, or the ceiling."""
     figures, peaks = Figures.of(outcome.metrics), outcome.telemetry_peaks or {}
     run_ids = [outcome.run_id]
-    if (peaks.get("kv_cache_usage_perc_max") or 0) >= KV_FULL and not peaks.get("preemptions"):
-        return Point(value, phase, "failed", [], failure_kind="kv_cache_full", run_ids=run_ids)
-    if not outcome.ok or not figures.completed:
-        return Point(value, phase, "failed", [], failure_kind="engine_died", run_ids=run_ids)
+    failure = level_failure(outcome)
+    if failure is not None:
+        return Point(value, phase, "failed", [], failure_kind=failure, run_ids=run_ids)
     return Point(value, phase, "ok", [figures.figure(objective) or 0.0],
                  slo_met=bool(figures.slo_met), preemptions=peaks.get("preemptions") or 0,
                  run_ids=run_ids, half_width=figures.half_width(objective))
