@@ -40,11 +40,37 @@ class TuneProgress(SearchProgress):
     def handlers(self) -> dict[str, Callable[[dict], None]]:
         """The tune's phases: seeds enqueued, each trial and its verdict, the end."""
         return {"seeded": self._on_seeded, "trial": self._on_trial,
-                "trial_done": self._on_trial_done, "finished": self._on_finished}
+                "trial_done": self._on_trial_done, "finished": self._on_finished,
+                "scan": self._on_scan, "level_done": self._on_level_done,
+                "scan_failed": self._on_scan_failed, "confirm": self._on_confirm,
+                "confirmed": self._on_confirmed}
 
     def _announce(self, data: dict) -> None:
         super()._announce(data)
         self._log(f"study: {data['study']} in {data['storage']}")
+        if data.get("strategy"):
+            self._log(f"strategy: {data['strategy']}")
+
+    def _on_scan(self, data: dict) -> None:
+        self._log(f"  one server at max_num_seqs={data['max_num_seqs']}, levels "
+                  f"{data['levels']}")
+
+    def _on_level_done(self, data: dict) -> None:
+        shown = (f"{fmt(data['objective'], 2)}" if data["status"] == "ok"
+                 else f"{data['status']} ({data['failure']})")
+        self._log(f"    max_num_seqs {data['max_num_seqs']}: {shown}")
+
+    def _on_scan_failed(self, data: dict) -> None:
+        self._log(f"  the scan server at max_num_seqs={data['max_num_seqs']} did not start "
+                  f"({data['failure']}): this trial launches its own configuration")
+
+    def _on_confirm(self, data: dict) -> None:
+        self._log(f"confirming trial {data['number']} {data['params']} with a launch of "
+                  "its own")
+
+    def _on_confirmed(self, data: dict) -> None:
+        verdict = "confirmed" if data["ok"] else "rejected: " + "; ".join(data["problems"])
+        self._log(f"  -> {verdict}")
 
     def _on_seeded(self, data: dict) -> None:
         self._log(f"enqueued {data['count']} trial(s) first: " + "; ".join(
@@ -78,7 +104,7 @@ def tune(
     recipe: OptionalRecipeArg = None,
     n_trials: Annotated[int | None, typer.Option(
         "--n-trials", min=1, help="Trial budget of the study, all workers together (default: "
-        "the recipe's tune.n_trials).")] = None,
+        "the recipe's tune.n_trials); when scanning, each trial is at most one launch.")] = None,
     max_minutes: Annotated[float | None, typer.Option(
         "--max-minutes", help="This worker starts no trial after this many minutes.")] = None,
     sampler: Annotated[str | None, typer.Option(help="tpe, random or grid (default: the "
@@ -95,6 +121,14 @@ def tune(
     model_config: Annotated[Path | None, typer.Option(
         "--model-config", help="config.json for the planner when the weights are elsewhere.")]
     = None,
+    scan: Annotated[bool | None, typer.Option(
+        "--scan/--no-scan", help="With max_num_seqs in tune.params: each trial launches the "
+        "other knobs once at the largest max_num_seqs that fits and measures every "
+        "max_num_seqs level of the space on it (each level a trial of that launch; the budget "
+        "counts launches), then confirms the best with a launch of its own. Needs a "
+        "closed-loop workload (workload.concurrency null, request_rate inf). --no-scan: one "
+        "launch per trial. Default: the recipe's tune.strategy (auto: scan where valid).")]
+    = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the tune in this runs/ folder "
                                                 "(with --n-trials: extend it).",
                                                 autocompletion=complete_search)] = None,
@@ -106,6 +140,10 @@ def tune(
     """Tune several engine knobs at once (the recipe's tune.params) with optuna: maximize the
     objective with the SLOs as constraints, prune what the planner rules out, keep failed
     launches as infeasible trials, and write the best feasible trial as a new revision.
+
+    With max_num_seqs in the space and a closed-loop workload, each trial is one launch that
+    scans max_num_seqs (see --scan); the best is confirmed by a launch of its own before the
+    revision is written.
 
     Workers: run the same command with --storage postgresql://... --study-name NAME on
     several machines; they share the budget and each archives the trials it ran.
@@ -122,7 +160,8 @@ def tune(
     terminate_as_interrupt()
     progress = TuneProgress(progress_console(as_json))
     flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
-             "seed": seed}
+             "seed": seed, "strategy": None if scan is None else ("scan" if scan else
+                                                                    "relaunch")}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
                             model_config, storage, study_name, flags, force),
                progress, "tune", "report.md, trials.csv, study.db, history.png, pareto.png",
@@ -135,10 +174,11 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
 
     if resume is not None:
         if recipe is not None or overrides or any(
-                flags[k] is not None for k in ("max_minutes", "sampler", "seed")):
+                flags[k] is not None for k in ("max_minutes", "sampler", "seed", "strategy")):
             raise UsageError("--resume continues a tune with its archived recipe and "
-                             "settings; give no RECIPE, --set, --sampler, --seed or "
-                             "--max-minutes with it (--n-trials extends the budget)")
+                             "settings; give no RECIPE, --set, --sampler, --seed, "
+                             "--scan/--no-scan or --max-minutes with it (--n-trials extends "
+                             "the budget)")
         check_resume(resume, force)
         return resume_tune(resume, storage=storage, n_trials=flags["n_trials"],
                            on_event=progress)

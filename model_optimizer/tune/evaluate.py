@@ -25,6 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model_optimizer.archive import utc_now
 from model_optimizer.archive.names import (
     FAILURE_FILE,
     METRICS_FILE,
@@ -100,6 +101,22 @@ def objective_values(result: TrialResult, config: TuneConfig) -> list[float] | N
                 if run.get(config.second_metric) is not None]
         values.append(float(statistics.median(seen)) if ok and seen else math.inf)
     return values
+
+
+def trial_verdict(result: TrialResult, bounds: dict[str, float], config: TuneConfig,
+                  hardware: str, machine: str) -> tuple[dict, dict, list[float] | None]:
+    """``(user attributes, constraints, values)`` optuna is told for one measured trial
+    (values None: PRUNED)."""
+    measured = result.measurement
+    constraints = constraint_values(result, bounds)
+    attrs = {"status": measured.status, "failure_kind": measured.failure_kind,
+             "reason": measured.reason, "log_excerpt": result.log_excerpt(),
+             "run_ids": measured.run_ids, "launches": len(measured.run_ids),
+             "figures": measured.figures, "samples": measured.samples,
+             "slo_met": measured.slo_met,
+             "feasible": measured.status == "ok" and all(c <= 0 for c in constraints.values()),
+             "hardware": hardware, "machine_measured": machine, "finished_at": utc_now()}
+    return attrs, constraints, objective_values(result, config)
 
 
 def read_trial_result(measurement: Measurement, runs_base: Path) -> TrialResult:

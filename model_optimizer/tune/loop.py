@@ -46,6 +46,7 @@ from model_optimizer.errors import (
 )
 from model_optimizer.measure import Measurement, variant
 from model_optimizer.plan import PlanError, estimate
+from model_optimizer.quality.config import quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.search.revision import default_model_config, write_validated_revision
 from model_optimizer.search.session import (
@@ -58,12 +59,17 @@ from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import (
     TrialResult,
-    constraint_values,
-    objective_values,
     read_trial_result,
     slo_bounds,
+    trial_verdict,
 )
-from model_optimizer.tune.outputs import best_trial, write_outputs, write_trials_csv
+from model_optimizer.tune.outputs import (
+    best_trial,
+    ranked_feasible,
+    write_outputs,
+    write_trials_csv,
+)
+from model_optimizer.tune.scan import TrialScanner, resolve_scan, scan_grid
 from model_optimizer.tune.space import TuneConfig, overrides_for, planner_seed, recipe_seed
 from model_optimizer.tune.study import (
     Heartbeat,
@@ -107,6 +113,9 @@ class TuneState(SearchState):
     machine: str = field(default_factory=socket.gethostname)
     trials_here: list[int] = field(default_factory=list)
     stop: dict | None = None
+    scan: bool = False            # each trial scans max_num_seqs on one launch (tune/scan.py)
+    scan_reason: str = ""
+    confirmations: list[dict] = field(default_factory=list)  # scan: the winner's own launch
 
 
 @dataclass
@@ -159,6 +168,7 @@ class TuneRunner:
         self.n_trials = study_budget(self.study, self.config, self.state.explicit_n_trials)
         self.study.sampler = make_sampler(self.config, self._session_seed())
         self._best: FrozenTrial | None = None
+        self.scanner = TrialScanner(self) if self.state.scan else None
         if created:
             self._enqueue_seeds()
 
@@ -182,6 +192,7 @@ class TuneRunner:
             seeds.append(("planner", suggestion))
         if self.config.sampler == "grid":  # seeds that are grid points first, then the rest
             grid = self.config.grid()
+            grid = scan_grid(grid) if self.scanner is not None else grid
             seeds = [(tag, p) for tag, p in seeds if any(same_params(p, g) for g in grid)]
             seeds += [("grid", combo) for combo in grid]
         unique: list[tuple[str, dict]] = []
@@ -296,6 +307,9 @@ class TuneRunner:
                 "values": twin.values}
 
     def _measure_and_tell(self, trial: optuna.Trial, params: dict) -> dict:
+        if self.scanner is not None:
+            with Heartbeat(self.storage, trial._trial_id):
+                return self.scanner.run(trial, params)
         try:
             step = variant(self.loaded, overrides_for(params))
         except RecipeError as exc:
@@ -312,19 +326,11 @@ class TuneRunner:
             labels={"study": self.state.study_name, "trial": number, "params": params})
         return read_trial_result(measured, self.session.steps_dir)
 
-    def _tell(self, trial: optuna.Trial, params: dict, result: TrialResult) -> dict:
-        measured = result.measurement
-        constraints = constraint_values(result, self.bounds)
-        values = objective_values(result, self.config)
-        attrs = {"status": measured.status, "failure_kind": measured.failure_kind,
-                 "reason": measured.reason, "log_excerpt": result.log_excerpt(),
-                 "run_ids": measured.run_ids, "launches": len(measured.run_ids),
-                 "figures": measured.figures, "samples": measured.samples,
-                 "slo_met": measured.slo_met,
-                 "feasible": measured.status == "ok" and all(c <= 0 for c in
-                                                             constraints.values()),
-                 "hardware": self.hardware, "machine_measured": self.state.machine,
-                 "finished_at": utc_now()}
+    def _tell(self, trial: optuna.Trial, params: dict, result: TrialResult,
+              extra: dict | None = None) -> dict:
+        attrs, constraints, values = trial_verdict(result, self.bounds, self.config,
+                                                   self.hardware, self.state.machine)
+        attrs.update(extra or {})
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         for key, value in constraints.items():  # before tell: the sampler reads them
@@ -349,7 +355,10 @@ class TuneRunner:
         trials = self.study.get_trials(deepcopy=False)
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
         best = self._best = best_trial(trials, self.config)
-        stop = (self.state.stop or {}).get("reason", "")
+        stop, figures = (self.state.stop or {}).get("reason", ""), None
+        if best is not None and self.scanner is not None and not running:
+            best, figures, note = self.scanner.confirm(ranked_feasible(trials, self.config))
+            self._best, stop = best, "; ".join(x for x in (stop, note) if x)
         outcome = TuneOutcome(STATUS_OK, self.archive.path, self.archive.id,
                               self.state.study_name, running_elsewhere=running,
                               counts=state_counts(trials))
@@ -360,7 +369,7 @@ class TuneRunner:
             outcome.status = failed_status("no_feasible_trial")
             outcome.reason = f"{stop}; no trial was feasible ({describe_outcomes(trials)})"
         else:
-            outcome.written = self._write(best)
+            outcome.written = self._write(best, figures)
             outcome.reason = f"{stop}; best feasible: trial {best.number} {dict(best.params)}"
         outcome.best = trial_summary(best) if best is not None else None
         return outcome
@@ -375,13 +384,13 @@ class TuneRunner:
         write_outputs(self.archive, self.loaded, self.state, self.config, self.study,
                       None, "interrupted", None)
 
-    def _write(self, best: FrozenTrial) -> Path:
+    def _write(self, best: FrozenTrial, figures: dict | None = None) -> Path:
         changes = {("engine", name): value for name, value in best.params.items()}
-        figures = best.user_attrs.get("figures") or {}
+        figures = figures or best.user_attrs.get("figures") or {}
         return write_validated_revision(
             self.archive, self.loaded, changes, figures, by=KIND,
             output=Path(self.state.output), hardware=best.user_attrs.get("hardware"),
-            quality=figures.get("quality"))
+            quality=(best.user_attrs.get("figures") or {}).get("quality"))
 
 
 # ----- entry points --------------------------------------------------------------------------
@@ -399,6 +408,9 @@ def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | Non
         raise UsageError("--storage shares a study between workers: name it with "
                          "--study-name (the same on every worker)")
     urls: dict[str, str] = {}
+    requested = "relaunch" if measure is not None else config.strategy  # tests inject one
+    scan, why = resolve_scan(requested, config, loaded.resolved,
+                             quality_config(loaded.resolved, loaded.base_dir).enabled)
 
     def state_for(archive) -> TuneState:
         urls["storage"] = storage or sqlite_url(archive.path / STUDY_FILE)
@@ -407,12 +419,13 @@ def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | Non
             overrides=list(loaded.overrides), output=str(output or loaded.path),
             model_config=default_model_config(loaded, model_config),
             storage=redact_url(urls["storage"]), local_study=storage is None,
-            study_name=study_name or archive.id, explicit_n_trials=flags.get("n_trials"))
+            study_name=study_name or archive.id, explicit_n_trials=flags.get("n_trials"),
+            scan=scan, scan_reason=why)
 
     session = SearchSession.create(KIND, loaded, runs_base, state_for, on_event)
     state: TuneState = session.state  # type: ignore[assignment]
     session.archive.set_status("running", study=state.study_name, storage=state.storage)
-    session.announce(study=state.study_name, storage=state.storage)
+    session.announce(study=state.study_name, storage=state.storage, strategy=why)
     return TuneRunner(session, urls["storage"], measure).run()
 
 

@@ -33,8 +33,8 @@ from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.tune.space import TuneConfig
 
 FIGURE_COLUMNS = (*FIGURE_KEYS, *RESOURCE_KEYS)
-TAIL_COLUMNS = ("failure", "reason", "machine", "worker", "run_ids", "seed", "duplicate_of",
-                "constraints")
+TAIL_COLUMNS = ("launch", "windows", "failure", "reason", "machine", "worker", "run_ids",
+                "seed", "duplicate_of", "constraints")
 
 
 # ----- reading trials ------------------------------------------------------------------------
@@ -66,7 +66,9 @@ def trial_row(trial: FrozenTrial, config: TuneConfig) -> dict[str, Any]:
     row.update({name: trial.params.get(name) for name in config.names})
     row["objective"] = trial.values[0] if trial.values else None
     row.update({column: figures.get(column) for column in FIGURE_COLUMNS})
-    row.update({"failure": attrs.get("failure_kind"), "reason": attrs.get("reason"),
+    row.update({"launch": attrs.get("launch"), "windows": windows_of(trial),
+                "scan_level": bool(attrs.get("scan_level")),
+                "failure": attrs.get("failure_kind"), "reason": attrs.get("reason"),
                 "machine": attrs.get("machine"), "worker": attrs.get("worker"),
                 "run_ids": " ".join(attrs.get("run_ids") or []), "seed": attrs.get("seed"),
                 "duplicate_of": attrs.get("duplicate_of"),
@@ -75,18 +77,29 @@ def trial_row(trial: FrozenTrial, config: TuneConfig) -> dict[str, Any]:
     return row
 
 
-def best_trial(trials: list[FrozenTrial], config: TuneConfig) -> FrozenTrial | None:
-    """The feasible COMPLETE trial with the best objective (then the lower second objective,
-    then the earlier trial); None when no trial is feasible."""
+def windows_of(trial: FrozenTrial) -> int:
+    """Measured windows of one trial: its scanned levels' (launch trial: those it measured
+    itself), else one per run."""
+    attrs = trial.user_attrs
+    return attrs.get("windows", len(attrs.get("run_ids") or []))
+
+
+def ranked_feasible(trials: list[FrozenTrial], config: TuneConfig) -> list[FrozenTrial]:
+    """The feasible COMPLETE trials, best first: the higher objective, then the lower second
+    objective, then the earlier trial."""
     feasible = [t for t in trials if t.state == TrialState.COMPLETE
                 and t.user_attrs.get("feasible")]
-    if not feasible:
-        return None
 
     def key(trial: FrozenTrial) -> tuple:
         second = trial.values[1] if config.second_metric else 0.0
         return (-trial.values[0], second, trial.number)
-    return min(feasible, key=key)
+    return sorted(feasible, key=key)
+
+
+def best_trial(trials: list[FrozenTrial], config: TuneConfig) -> FrozenTrial | None:
+    """The first of :func:`ranked_feasible`; None when no trial is feasible."""
+    ranked = ranked_feasible(trials, config)
+    return ranked[0] if ranked else None
 
 
 def pareto_front(rows: list[dict], metric: str) -> list[dict]:
@@ -171,6 +184,8 @@ def write_outputs(archive: RunArchive, loaded, state, config: TuneConfig, study:
         "importances_unavailable": why_not or None, "effects": effects,
         "pareto_front": [r["number"] for r in front], "trials": rows,
         "launches": sum(t.user_attrs.get("launches", 0) for t in trials),
+        "windows": sum(windows_of(t) for t in trials), "scan": state.scan,
+        "strategy": state.scan_reason, "confirmations": state.confirmations,
         "trials_here": state.trials_here, "machine": state.machine,
     }
     archive.write_json(SUMMARY_FILE, summary)
@@ -264,8 +279,10 @@ def render_report(tune_id: str, loaded, config: TuneConfig, summary: dict, rows:
              "- constraints: " + (", ".join(f"{k} {v}" for k, v in slo.items())
                                   or "none (no SLO set)") + "; a failed launch is infeasible",
              f"- budget: {config.n_trials} trials ({config.sampler} sampler); launches: "
-             f"{summary['launches']}; this worker ({summary['machine']}) ran trials "
+             f"{summary['launches']}; measured windows: {summary['windows']}; this worker "
+             f"({summary['machine']}) ran trials "
              f"{summary['trials_here'] or 'none'}",
+             f"- strategy: {summary['strategy'] or 'one launch per trial'}",
              f"- stopped: {(summary['stop'] or {}).get('reason', 'interrupted')}", ""]
     lines += _best_lines(best, config, summary)
     lines += ["", "## What mattered most", ""]
@@ -292,6 +309,12 @@ def _best_lines(best: FrozenTrial | None, config: TuneConfig, summary: dict) -> 
                  f"{config.metric}, TTFT p99 {fmt(figures.get('ttft_p99_ms'))} ms, TPOT p50 "
                  f"{fmt(figures.get('tpot_p50_ms'), 2)} ms; measured on "
                  f"{attrs.get('machine_measured') or attrs.get('machine')} (runs: {runs}).")
+    confirmed = [c for c in summary["confirmations"] if c["number"] == best.number]
+    if confirmed:
+        own = confirmed[-1]
+        lines.append(f"\nConfirmed by a launch of its own at these knobs (run {own['run_id']}"
+                     f"): {fmt(own['figures'].get(config.metric), 2)} {config.metric}; the "
+                     "revision carries these figures.")
     if summary["written"]:
         lines.append(f"\nWrote the new recipe revision to `{summary['written']}` (the previous "
                      "text is kept here as `recipe.previous.yaml`).")
@@ -315,6 +338,10 @@ def _table_row(row: dict, config: TuneConfig, front: list[dict]) -> str:
         note.append(f"seed: {row['seed']}")
     if row["duplicate_of"] is not None:
         note.append(f"same as #{row['duplicate_of']}, not relaunched")
+    if row["scan_level"]:
+        note.append(f"level scanned on launch #{row['launch']}")
+    elif row["launch"] is not None:
+        note.append(f"launch #{row['launch']}: {row['windows']} window(s)")
     if any(f["number"] == row["number"] for f in front):
         note.append("Pareto front")
     feasible = {True: "yes", False: "no"}.get(row["feasible"], "-")

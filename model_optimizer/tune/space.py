@@ -21,6 +21,7 @@ OBJECTIVES = {"throughput": "qps", "goodput": "goodput_qps", "tokens_per_s": "ou
 #: tune.second_objective -> the run metric it minimizes
 SECOND_OBJECTIVES = {"ttft_p99": "ttft_p99_ms"}
 SAMPLERS = ("tpe", "random", "grid")
+STRATEGIES = ("auto", "scan", "relaunch")
 GRID_LIMIT = 10_000
 
 
@@ -132,6 +133,7 @@ class TuneConfig:
     seed: int = 0
     repeats: int = 1
     objective_class: str | None = None
+    strategy: str = "auto"         # auto | scan | relaunch (max_num_seqs levels on one server)
     names: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -148,10 +150,14 @@ class TuneConfig:
         if section["sampler"] not in SAMPLERS:
             raise UsageError(f"--sampler {section['sampler']}: choose one of "
                              f"{', '.join(SAMPLERS)}")
+        if (section.get("strategy") or "auto") not in STRATEGIES:
+            raise UsageError(f"tune.strategy {section['strategy']}: choose one of "
+                             f"{', '.join(STRATEGIES)}")
         params = [ParamSpec.from_recipe(name, spec) for name, spec in section["params"].items()]
         return cls(params, section["objective"], section.get("second_objective"),
                    section["n_trials"], section.get("max_minutes"), section["sampler"],
-                   section["seed"], section["repeats"], section.get("objective_class"))
+                   section["seed"], section["repeats"], section.get("objective_class"),
+                   section.get("strategy") or "auto")
 
     @property
     def metric(self) -> str:
@@ -197,7 +203,7 @@ class TuneConfig:
                 "objective": self.objective, "second_objective": self.second_objective,
                 "n_trials": self.n_trials, "max_minutes": self.max_minutes,
                 "sampler": self.sampler, "seed": self.seed, "repeats": self.repeats,
-                "objective_class": self.objective_class}
+                "objective_class": self.objective_class, "strategy": self.strategy}
 
     @classmethod
     def from_dict(cls, data: dict) -> TuneConfig:

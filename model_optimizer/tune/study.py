@@ -11,7 +11,8 @@
   A worker whose recipe searches another space is refused.
 - **Budget.** ``n_trials`` counts the trials of every worker: COMPLETE, PRUNED, RUNNING,
   WAITING, and FAIL caused by an error. A FAIL left by an interrupt or a dead worker does not
-  count: its configuration is enqueued again (and that copy counts).
+  count: its configuration is enqueued again (and that copy counts). When a tune scans
+  max_num_seqs, each trial is at most one launch, and the levels it adds do not count.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def study_budget(study: optuna.Study, config: TuneConfig, explicit: int | None) 
 
 def counts_against_budget(trial: FrozenTrial) -> bool:
     """True for trials that use the budget (see the module docstring)."""
+    if trial.user_attrs.get("scan_level"):  # a level added by a scanning trial's launch
+        return False
     if trial.state in COUNTED_STATES:
         return True
     return trial.state == TrialState.FAIL and "error" in trial.user_attrs

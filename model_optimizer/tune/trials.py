@@ -17,8 +17,9 @@ def same_params(a: dict, b: dict) -> bool:
 
 
 def finished_count(trials: list[FrozenTrial]) -> int:
-    """How many trials finished (measured, failed as data, or pruned)."""
-    return sum(1 for t in trials if t.state in FINISHED)
+    """How many trials of the budget finished (measured, failed as data, or pruned; the
+    levels a scanning trial added do not count)."""
+    return sum(1 for t in trials if t.state in FINISHED and not t.user_attrs.get("scan_level"))
 
 
 def distinct_configurations(trials: list[FrozenTrial]) -> int:
@@ -37,6 +38,7 @@ def state_counts(trials: list[FrozenTrial]) -> dict:
         key = trial.state.name.lower()
         counts[key] = counts.get(key, 0) + 1
     counts["launches"] = sum(t.user_attrs.get("launches", 0) for t in trials)
+    counts["windows"] = sum(t.user_attrs.get("windows", 0) for t in trials)
     return counts
 
 
