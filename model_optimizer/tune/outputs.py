@@ -68,6 +68,7 @@ def trial_row(trial: FrozenTrial, config: TuneConfig) -> dict[str, Any]:
     row.update({column: figures.get(column) for column in FIGURE_COLUMNS})
     row.update({"launch": attrs.get("launch"), "windows": windows_of(trial),
                 "scan_level": bool(attrs.get("scan_level")),
+                "scan_windows": (attrs.get("scan") or {}).get("windows"),
                 "failure": attrs.get("failure_kind"), "reason": attrs.get("reason"),
                 "machine": attrs.get("machine"), "worker": attrs.get("worker"),
                 "run_ids": " ".join(attrs.get("run_ids") or []), "seed": attrs.get("seed"),
@@ -78,8 +79,8 @@ def trial_row(trial: FrozenTrial, config: TuneConfig) -> dict[str, Any]:
 
 
 def windows_of(trial: FrozenTrial) -> int:
-    """Measured windows of one trial: its scanned levels' (launch trial: those it measured
-    itself), else one per run."""
+    """Measured windows of one trial's own configuration: one per run, or the window of its
+    level on a scan server (the launch's count is in its ``scan`` attribute)."""
     attrs = trial.user_attrs
     return attrs.get("windows", len(attrs.get("run_ids") or []))
 
@@ -341,7 +342,7 @@ def _table_row(row: dict, config: TuneConfig, front: list[dict]) -> str:
     if row["scan_level"]:
         note.append(f"level scanned on launch #{row['launch']}")
     elif row["launch"] is not None:
-        note.append(f"launch #{row['launch']}: {row['windows']} window(s)")
+        note.append(f"launch #{row['launch']}: {row['scan_windows']} window(s)")
     if any(f["number"] == row["number"] for f in front):
         note.append("Pareto front")
     feasible = {True: "yes", False: "no"}.get(row["feasible"], "-")

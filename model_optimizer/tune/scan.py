@@ -159,6 +159,7 @@ class TrialScanner:
             reason = "; ".join(d.message for d in exc.diagnostics)
             return runner._tell(trial, params, _skipped(reason, "rules"))
         scan = {"ceiling": max(levels), "levels": levels}
+        trial.set_user_attr("launches", 1)  # also counted if this trial is interrupted
         runner.emit("scan", {"number": trial.number, "max_num_seqs": max(levels),
                              "levels": levels})
         extra = {"tune": runner.archive.id, "study": runner.state.study_name,
@@ -175,8 +176,10 @@ class TrialScanner:
             mine = _skipped(why or f"max_num_seqs {asked} is above the scan's ceiling")
             if asked <= max(levels):
                 mine = self._above_failure(asked)
+        measured_here = int(mine.status != "skipped" and bool(mine.measurement.run_ids))
         return runner._tell(trial, params, mine, {
-            "launches": 1, "windows": windows, "launch": trial.number, "scan": scan})
+            "launches": 1, "windows": measured_here, "launch": trial.number,
+            "scan": {**scan, "windows": windows}})
 
     def _ceiling(self, others: dict, top: int) -> tuple[int, str | None]:
         """The largest max_num_seqs the planner lets run without preemption (``top`` when

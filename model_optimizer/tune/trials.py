@@ -38,7 +38,8 @@ def state_counts(trials: list[FrozenTrial]) -> dict:
         key = trial.state.name.lower()
         counts[key] = counts.get(key, 0) + 1
     counts["launches"] = sum(t.user_attrs.get("launches", 0) for t in trials)
-    counts["windows"] = sum(t.user_attrs.get("windows", 0) for t in trials)
+    counts["windows"] = sum(t.user_attrs.get("windows", len(t.user_attrs.get("run_ids") or []))
+                            for t in trials)
     return counts
 
 

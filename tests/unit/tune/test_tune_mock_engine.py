@@ -26,6 +26,7 @@ tune:
     max_num_seqs: {type: categorical, choices: [1, 4]}
   sampler: grid
   n_trials: 2
+  strategy: relaunch   # one launch per trial (scanning: test_tune_scan.py)
 """
 
 
