@@ -22,7 +22,9 @@ from model_optimizer.tune.study import sqlite_url
 from .conftest import MOPT, ROOT, TINY_RECIPE, run_mopt, start_mopt
 
 pytestmark = pytest.mark.integration
-SMALL_LOAD = ("--set", "workload.num_requests=20", "--set", "workload.warmup_requests=2")
+#: a small load, one launch per trial (scanning max_num_seqs is test_tune_scan.py's subject)
+SMALL_LOAD = ("--set", "workload.num_requests=20", "--set", "workload.warmup_requests=2",
+              "--no-scan")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
