@@ -221,6 +221,7 @@ class TuneSpec(_Spec):
     sampler: Literal["tpe", "random", "grid"] = "tpe"
     seed: int = 0
     repeats: int = 1
+    strategy: Literal["auto", "scan", "relaunch"] = "auto"
 
 
 class CapacitySpec(_Spec):
