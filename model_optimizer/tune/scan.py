@@ -271,7 +271,8 @@ class TrialScanner:
         step = variant(self.runner.loaded, overrides_for(params))
         result = self.runner.measure(step, trial.number, params)
         return self.runner._tell(trial, params, result, {
-            "launches": 1 + len(result.measurement.run_ids), "windows": 0,
+            "launches": 1 + len(result.measurement.run_ids),
+            "windows": len(result.measurement.samples),
             "launch": trial.number, "scan": scan})
 
     # ----- the chosen trial: a launch of its own -----------------------------------------

@@ -20,7 +20,8 @@ def invoke(*args, env=None):
 def test_help_names_the_storage_and_resume():
     result = invoke("tune", "--help")
     assert result.exit_code == 0
-    for flag in ("--storage", "--study-name", "--resume", "--n-trials", "MOPT_TUNE_STORAGE"):
+    for flag in ("--storage", "--study-name", "--resume", "--n-trials", "MOPT_TUNE_STORAGE",
+                 "--scan", "--no-scan", "closed-loop"):
         assert flag in result.output
 
 
@@ -34,6 +35,11 @@ def test_usage_errors_exit_2(tmp_path):
         (("tune", TINY, "--sampler", "annealing", "--runs-dir", runs), "--sampler"),
         (("tune", TINY, "--set", "tune.params.max_num_seqs.low=0", "--runs-dir", runs),
          "log scale"),
+        (("tune", "--resume", runs, "--no-scan"), "--resume continues"),
+        (("tune", TINY, "--scan", "--set", "workload.concurrency=2", "--runs-dir", runs),
+         "--scan is not valid here: workload.concurrency is set"),
+        (("tune", TINY, "--set", "tune.strategy=sideways", "--runs-dir", runs),
+         "tune.strategy"),
     ]
     for args, expected in cases:
         result = invoke(*args)

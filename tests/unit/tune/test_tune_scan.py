@@ -149,3 +149,22 @@ def test_an_open_loop_or_fixed_concurrency_load_launches_per_trial(tmp_path, tin
     kinds = steps_by_kind(outcome.archive)
     assert "server" not in kinds and "bench" not in kinds
     assert len(kinds["run"]) == summary["launches"] == 2  # two trials, a launch each
+
+
+def test_a_scan_server_that_does_not_start_falls_back_to_the_asked_launch(tmp_path,
+                                                                          tiny_model_dir,
+                                                                          monkeypatch):
+    engine = MockEngine(fail_start="ValueError: To serve at least one request with the "
+                        "model's max seq len (512), (0.05 GiB KV cache is needed, which is "
+                        "larger than the available KV cache memory (0.01 GiB)")
+    monkeypatch.setattr(runner, "VllmEngine", lambda: engine)
+    loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE.replace("n_trials: 2",
+                                                                 "n_trials: 1"))
+    outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
+    assert outcome.written is None  # nothing started: no feasible trial, nothing written
+    kinds = steps_by_kind(outcome.archive)
+    assert len(kinds["server"]) == 1 and len(kinds["run"]) == 1 and "bench" not in kinds
+    summary = json.loads((outcome.archive / SUMMARY_FILE).read_text())
+    [row] = summary["trials"]
+    assert row["status"] == "failed" and row["failure"] == "kv_cache_too_small"
+    assert summary["launches"] == 2 and summary["windows"] == 0
