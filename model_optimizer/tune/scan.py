@@ -141,6 +141,7 @@ class TrialScanner:
     def __init__(self, runner: TuneRunner):
         self.runner = runner
         self.spec = next(s for s in runner.config.params if s.name == SCANNED)
+        self._failure: TrialResult | None = None  # the level that ended the running scan
 
     # ----- one trial: one launch, every level --------------------------------------------
     def run(self, trial: optuna.Trial, params: dict) -> dict:
@@ -202,7 +203,7 @@ class TrialScanner:
         runner, windows = self.runner, 0
         mine: TrialResult | None = None
         best: TrialResult | None = None
-        self._failure: TrialResult | None = None
+        self._failure = None
         for level in levels:
             params = {**others, SCANNED: level}
             result = None if level == asked else self._measured(params)
