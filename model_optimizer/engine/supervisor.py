@@ -6,6 +6,12 @@ orphaned one keeps the accelerator's memory. Stop is SIGTERM to the group, then 
 after a grace period, then a sweep of any descendant that escaped the group. Stopping never
 raises: a process that exits while it is being stopped is simply gone.
 
+The grace period is short (``startup_grace_s``) for a server that never answered
+``/health``: it has nothing to drain, and vLLM 0.32's API server does not act on SIGTERM
+while it waits for the engine core's ready message (a zmq poll of up to
+``VLLM_ENGINE_READY_TIMEOUT_S``, 600 s), so a Ctrl-C during startup otherwise waited out
+the whole grace period.
+
 On Linux the server also gets SIGTERM when mopt itself dies, even by SIGKILL (a parent-death
 signal set in the child before it runs vLLM), and ``model_optimizer.reaper`` stops the group
 of an archive whose mopt vanished on the next command.
@@ -80,6 +86,7 @@ class EngineProcess:
     base_url: str
     startup_timeout_s: float = 600.0
     grace_s: float = 20.0
+    startup_grace_s: float = 3.0
     process: subprocess.Popen | None = field(default=None, init=False)
     started_at: float | None = field(default=None, init=False)
     ready_after_s: float | None = field(default=None, init=False)
@@ -187,17 +194,24 @@ class EngineProcess:
             _signal_group(self.process.pid, signal.SIGKILL)
             return self.process.poll()
 
+    def stop_grace_s(self) -> float:
+        """Seconds between SIGTERM and SIGKILL: the full grace once the server was healthy."""
+        if self.ready_after_s is not None:
+            return self.grace_s
+        return min(self.grace_s, self.startup_grace_s)
+
     def _stop(self) -> int | None:
         self._remember_descendants()
         pgid = self.process.pid  # start_new_session: the group id is the leader's pid
+        grace = self.stop_grace_s()
         _signal_group(pgid, signal.SIGTERM)
         try:
-            self.process.wait(timeout=self.grace_s)
+            self.process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             _signal_group(pgid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=10)
-        _wait_group_gone(pgid, self.grace_s)
+        _wait_group_gone(pgid, grace)
         _kill_leftovers(self._descendants)
         return self.process.returncode
 

@@ -93,6 +93,15 @@ def start_mopt(*args: str, log: Path) -> subprocess.Popen:
                             preexec_fn=_ctrl_c_enabled)
 
 
+def exit_code(proc: subprocess.Popen, log: Path, timeout: float) -> int:
+    """``proc``'s exit code; a clear failure with mopt's output when it outlives ``timeout``."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"mopt still running {timeout:.0f} s later; its output:\n"
+                             f"{log.read_text()}") from None
+
+
 def only_archive(runs: Path) -> Path:
     """The single run folder under ``runs``."""
     folders = [p for p in runs.iterdir() if p.is_dir()]

@@ -16,6 +16,7 @@ from model_optimizer.recipe.render import server_env, vllm_argv
 
 from .conftest import (
     TINY_RECIPE,
+    exit_code,
     only_archive,
     read_jsonl,
     run_mopt,
@@ -112,7 +113,7 @@ def test_engine_killed_during_load(tiny_model, tmp_path):
         archive = wait_for_measured_requests(runs, 10, proc)
         server_pid = json.loads((archive / "status.json").read_text())["server_pid"]
         os.kill(server_pid, signal.SIGKILL)
-        assert proc.wait(timeout=60) == 5, (tmp_path / "mopt.log").read_text()
+        assert exit_code(proc, tmp_path / "mopt.log", 60) == 5
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -133,7 +134,7 @@ def test_sigint_interrupts_cleanly(tiny_model, tmp_path):
     try:
         archive = wait_for_measured_requests(runs, 5, proc)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130, (tmp_path / "mopt.log").read_text()
+        assert exit_code(proc, tmp_path / "mopt.log", 30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

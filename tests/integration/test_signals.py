@@ -15,7 +15,7 @@ import pytest
 
 from model_optimizer.reaper import reap_abandoned
 
-from .conftest import TINY_RECIPE, start_mopt, wait_for_measured_requests
+from .conftest import TINY_RECIPE, exit_code, start_mopt, wait_for_measured_requests
 
 pytestmark = pytest.mark.integration
 SECRET = "s3cr3t-Value-9f8e7d6c"
@@ -67,7 +67,7 @@ def test_sighup_stops_server_and_archives_interrupted_without_secrets(tiny_model
         archive = wait_for_measured_requests(runs, 3, proc)
         server = json.loads((archive / "status.json").read_text())["server_pid"]
         proc.send_signal(signal.SIGHUP)
-        assert proc.wait(timeout=60) == 130, (tmp_path / "mopt.log").read_text()
+        assert exit_code(proc, tmp_path / "mopt.log", 60) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

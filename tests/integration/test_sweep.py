@@ -12,7 +12,7 @@ import pytest
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.strategy import STOP_RULES, Point, SweepConfig, choose
 
-from .conftest import TINY_RECIPE, run_mopt, start_mopt
+from .conftest import TINY_RECIPE, exit_code, run_mopt, start_mopt
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def test_sweep_plateau_interrupt_and_resume(recipe_copy, tmp_path):
     try:
         folder = wait_for_steps(runs, 2, proc)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, (tmp_path / "first.log").read_text()
+        assert exit_code(proc, tmp_path / "first.log", 60) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

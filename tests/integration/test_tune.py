@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from model_optimizer.recipe import load_recipe
 from model_optimizer.tune.study import sqlite_url
 
-from .conftest import MOPT, ROOT, TINY_RECIPE, run_mopt, start_mopt
+from .conftest import MOPT, ROOT, TINY_RECIPE, exit_code, run_mopt, start_mopt
 
 pytestmark = pytest.mark.integration
 #: a small load, one launch per trial (scanning max_num_seqs is test_tune_scan.py's subject)
@@ -139,7 +139,7 @@ def test_interrupt_then_resume_reruns_no_finished_trial(tiny_model, tmp_path):
         [archive] = tune_archives(runs)
         first_run, _ = wait_for_runs(archive / "steps", 2, proc)  # trial 0 done, 1 starting
         os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=120) == 130, (tmp_path / "first.log").read_text()
+        assert exit_code(proc, tmp_path / "first.log", 120) == 130
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -159,6 +159,37 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path
     assert gone(engine.pid)
 
 
+def test_a_server_killed_during_startup_waits_only_the_startup_grace(tmp_path):
+    """vLLM's API server ignores SIGTERM while it waits for the engine core: a server that
+    never answered /health is killed after ``startup_grace_s``, not the full grace."""
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\nwhile True: time.sleep(1)\n")
+    engine = EngineProcess([sys.executable, "-c", script], {}, tmp_path / "log",
+                           "http://127.0.0.1:9", grace_s=60.0, startup_grace_s=0.5)
+    engine.start()
+    deadline = time.monotonic() + 10
+    while "up" not in engine.log_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert engine.stop_grace_s() == 0.5
+    began = time.monotonic()
+    assert engine.stop() == -signal.SIGKILL
+    assert time.monotonic() - began < 30  # the full 60 s grace was not waited out
+    assert gone(engine.pid)
+
+
+def test_a_healthy_server_gets_the_full_grace(tmp_path):
+    engine = mock_engine(tmp_path, grace_s=7.0)
+    assert engine.stop_grace_s() == engine.startup_grace_s  # not started, never healthy
+    engine.start()
+    try:
+        engine.wait_ready(poll_s=0.05)
+        assert engine.stop_grace_s() == 7.0
+    finally:
+        engine.stop()
+    assert gone(engine.pid)
+
+
 def test_stop_before_start_does_nothing(tmp_path):
     engine = mock_engine(tmp_path)
     assert engine.stop() is None and not engine.alive() and engine.pid is None
