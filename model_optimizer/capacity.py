@@ -31,8 +31,7 @@ from model_optimizer.archive.names import (
     WINDOWS_FILE,
 )
 from model_optimizer.archive.report import fmt
-from model_optimizer.engine import EngineProcess, free_port
-from model_optimizer.engine.factory import EngineFactory, VllmEngine
+from model_optimizer.engine.factory import EngineCommand, EngineFactory, plan_server
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.load.rate_search import RateSearchConfig, RateStep, judge, next_rate, summary
 from model_optimizer.load.workload import ItemsFrom
@@ -113,7 +112,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     ``engine_factory`` chooses the server process, vLLM by default)."""
     emit = on_event or (lambda phase, data: None)
     recipe = loaded.resolved
-    config = RateSearchConfig.from_recipe(recipe.get("capacity"))
+    config = RateSearchConfig(**loaded.spec.capacity.model_dump())
     engine = None
     if url is None:
         location = check_model_present(loaded)
@@ -121,14 +120,13 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
         model_name = recipe["model"]["served_name"]
     items = run_items(loaded.spec, window_workload(recipe["workload"], config.start_rate,
                                                    config, 0), tokenizer_dir, loaded.base_dir)
+    server = plan_server(loaded, engine_factory) if url is None else None
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind="capacity")
-    argv: list[str] = []
-    env: dict = {}
-    if url is None:
-        engine, argv, env = _engine_for(loaded, archive, engine_factory)
-        url = engine.base_url
-    write_start(archive, loaded, argv, env,
+    if server is not None:
+        engine, url = server.process(archive.file(ENGINE_LOG)), server.base_url
+    command = server.command if server else EngineCommand([], {})
+    write_start(archive, loaded, command.argv, command.env,
                  {"kind": "capacity", "url": url, "model": model_name,
                   "capacity": config.__dict__, "workload": recipe["workload"]})
     outcome = CapacityOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
@@ -157,20 +155,6 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
             _finalize(archive, loaded, outcome, steps)
         emit("done", outcome.to_dict())
     return outcome
-
-
-def _engine_for(loaded: LoadedRecipe, archive: RunArchive,
-                factory: EngineFactory | None) -> tuple[EngineProcess, list[str], dict]:
-    """The recipe's server (not started), its argv and env with ``${VAR}`` kept."""
-    recipe = loaded.resolved
-    host = recipe["engine"]["host"]
-    port = recipe["engine"]["port"] or free_port(host)
-    factory = factory or VllmEngine()
-    command = factory.command(recipe, loaded.base_dir, port)
-    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    engine = factory.process(command, archive.file(ENGINE_LOG), base_url,
-                             recipe["engine"]["startup_timeout_s"])
-    return engine, command.argv, command.env
 
 
 def _search(archive, loaded, url, model_name, config, items, engine, steps, emit) -> None:

@@ -36,8 +36,8 @@ from model_optimizer.archive.names import (
 )
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
-from model_optimizer.engine import EngineProcess, EngineStartError, Failure, free_port
-from model_optimizer.engine.factory import EngineFactory, VllmEngine
+from model_optimizer.engine import EngineProcess, EngineStartError, Failure
+from model_optimizer.engine.factory import EngineFactory, plan_server
 from model_optimizer.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -145,17 +145,11 @@ def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: Engine
                     kind: str, extra: dict) -> tuple[RunArchive, EngineProcess]:
     """Render the server command, create the archive (``kind``) with its start files, and
     return it with the supervised process, not yet started."""
-    spec = loaded.spec
-    host = spec.engine.host
-    port = spec.engine.port or free_port(host)
-    factory = factory or VllmEngine()
-    command = factory.command(spec, loaded.base_dir, port)
+    server = plan_server(loaded, factory)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind=kind)
-    write_start(archive, loaded, command.argv, command.env, extra)
-    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    return archive, factory.process(command, archive.file(ENGINE_LOG), base_url,
-                                    spec.engine.startup_timeout_s)
+    write_start(archive, loaded, server.command.argv, server.command.env, extra)
+    return archive, server.process(archive.file(ENGINE_LOG))
 
 
 def check_model_present(loaded: LoadedRecipe) -> str:

@@ -13,9 +13,9 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from model_optimizer.engine.supervisor import EngineProcess
+from model_optimizer.engine.supervisor import EngineProcess, free_port
 from model_optimizer.recipe.render import (
     Recipe,
     engine_options,
@@ -24,6 +24,9 @@ from model_optimizer.recipe.render import (
     server_env,
     vllm_argv,
 )
+
+if TYPE_CHECKING:
+    from model_optimizer.recipe import LoadedRecipe
 
 MOCK_SERVER_MODULE = "model_optimizer.load.mock_server"
 
@@ -94,3 +97,29 @@ class MockEngine(VllmEngine):
         argv = [sys.executable, "-m", MOCK_SERVER_MODULE,
                 *options_to_argv(engine_options(recipe, base_dir, port)), *mock]
         return EngineCommand(argv, server_env(recipe))
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    """A recipe's server, rendered but not started: the command to archive and its URL."""
+
+    factory: EngineFactory
+    command: EngineCommand
+    base_url: str
+    startup_timeout_s: float
+
+    def process(self, log_path: Path) -> EngineProcess:
+        """The supervised (not yet started) process, logging to ``log_path``."""
+        return self.factory.process(self.command, log_path, self.base_url,
+                                    self.startup_timeout_s)
+
+
+def plan_server(loaded: LoadedRecipe, factory: EngineFactory | None = None) -> ServerPlan:
+    """Render ``loaded``'s server on its port (a free one when unset); vLLM by default."""
+    spec = loaded.spec
+    host = spec.engine.host
+    port = spec.engine.port or free_port(host)
+    factory = factory or VllmEngine()
+    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    return ServerPlan(factory, factory.command(spec, loaded.base_dir, port), base_url,
+                      spec.engine.startup_timeout_s)

@@ -26,22 +26,17 @@ MIN_RATE = 1e-3
 
 @dataclass(frozen=True)
 class RateSearchConfig:
-    """The ``capacity`` section of a recipe, typed."""
+    """The ``capacity`` section of a recipe, typed. No defaults here: the recipe schema
+    holds them once (``RecipeSpec.capacity`` reads them), and ``mopt capacity`` builds this
+    from that view."""
 
-    start_rate: float = 1.0
-    growth: float = 2.0
-    max_rate: float | None = None
-    resolution: float = 0.1
-    min_goodput_fraction: float = 0.9
-    window_s: float = 20.0
-    max_windows: int = 10
-
-    @classmethod
-    def from_recipe(cls, section: Mapping[str, Any] | None) -> RateSearchConfig:
-        """From a resolved recipe's ``capacity`` section (missing keys take the defaults)."""
-        known = {key: value for key, value in (section or {}).items()
-                 if key in cls.__dataclass_fields__ and value is not None}
-        return cls(**known)
+    start_rate: float
+    growth: float
+    max_rate: float | None
+    resolution: float
+    min_goodput_fraction: float
+    window_s: float
+    max_windows: int
 
 
 @dataclass

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from model_optimizer.capacity import run_capacity
 from model_optimizer.cli.main import app
+from model_optimizer.engine.factory import MOCK_SERVER_MODULE, MockEngine
 from model_optimizer.load.mock_server import MockServer
+from model_optimizer.recipe import load_recipe
 
 pytest.importorskip("transformers")
 
@@ -65,3 +69,24 @@ def test_no_passing_rate_exits_4(tmp_path, tiny_model_dir):
     assert [step["rate"] for step in found["steps"]] == [8, 4, 2]
     assert found["capacity_rps"] is None and found["stop_reason"].startswith("budget")
     assert all("ttft_p99_ms" in step["reason"] for step in found["steps"])
+
+
+def test_a_launched_server_is_archived_and_stopped(tmp_path, tiny_model_dir):
+    """Without --url the recipe's server is started (here the mock engine), its command
+    archived, the search run on it, and the server group stopped at the end."""
+    path = recipe_file(tmp_path, tiny_model_dir,
+                       {"start_rate": 10, "max_rate": 20, "window_s": 0.5},
+                       {"ttft_p99_ms": 2000})
+    outcome = run_capacity(load_recipe(path), tmp_path / "runs",
+                           engine_factory=MockEngine(ttft_ms=5, itl_ms=1))
+    assert outcome.status == "ok", outcome.failure
+    run = json.loads((outcome.archive / "run.json").read_text())
+    assert run["argv"][2] == MOCK_SERVER_MODULE
+    assert run["argv"][run["argv"].index("--model") + 1] == str(tiny_model_dir)
+    port = run["argv"][run["argv"].index("--port") + 1]
+    assert run["url"] == f"http://127.0.0.1:{port}"
+    assert [step["rate"] for step in outcome.result["steps"]] == [10, 20]
+    assert f"on http://127.0.0.1:{port}" in (outcome.archive / "engine.log").read_text()
+    server = json.loads((outcome.archive / "status.json").read_text())["server_pid"]
+    assert not psutil.pid_exists(server) or \
+        psutil.Process(server).status() == psutil.STATUS_ZOMBIE

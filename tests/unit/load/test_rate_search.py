@@ -11,6 +11,12 @@ from model_optimizer.load.rate_search import (
     next_rate,
     summary,
 )
+from model_optimizer.recipe.spec import CapacitySpec
+
+
+def capacity(**section) -> RateSearchConfig:
+    """The search's config for a recipe's ``capacity`` section (defaults from the schema)."""
+    return RateSearchConfig(**CapacitySpec(**section).model_dump())
 
 
 def search(config: RateSearchConfig, passes) -> list[RateStep]:
@@ -23,7 +29,7 @@ def search(config: RateSearchConfig, passes) -> list[RateStep]:
 
 
 def test_brackets_then_bisects_to_the_resolution():
-    config = RateSearchConfig(start_rate=1, growth=2, resolution=0.05, max_windows=20)
+    config = capacity(start_rate=1, growth=2, resolution=0.05, max_windows=20)
     steps = search(config, lambda rate: rate <= 11.3)
     assert [s.rate for s in steps[:5]] == [1, 2, 4, 8, 16]
     result = summary(config, steps)
@@ -34,7 +40,7 @@ def test_brackets_then_bisects_to_the_resolution():
 
 
 def test_a_first_failure_shrinks_the_rate():
-    config = RateSearchConfig(start_rate=10, growth=2, resolution=0.2, max_windows=12)
+    config = capacity(start_rate=10, growth=2, resolution=0.2, max_windows=12)
     steps = search(config, lambda rate: rate <= 1.5)
     assert [s.rate for s in steps[:4]] == [10, 5, 2.5, 1.25]
     result = summary(config, steps)
@@ -42,18 +48,18 @@ def test_a_first_failure_shrinks_the_rate():
 
 
 def test_max_rate_and_budget_end_the_search():
-    config = RateSearchConfig(start_rate=1, growth=2, max_rate=6, max_windows=10)
+    config = capacity(start_rate=1, growth=2, max_rate=6, max_windows=10)
     steps = search(config, lambda rate: True)
     assert [s.rate for s in steps] == [1, 2, 4, 6]
     assert summary(config, steps)["stop_reason"].startswith("max_rate 6")
-    budget = RateSearchConfig(start_rate=1, growth=2, max_windows=3)
+    budget = capacity(start_rate=1, growth=2, max_windows=3)
     assert len(search(budget, lambda rate: True)) == 3
     assert summary(budget, search(budget, lambda rate: True))["stop_reason"].startswith(
         "budget")
 
 
 def test_noise_above_a_failure_is_reported_not_trusted():
-    config = RateSearchConfig(start_rate=1, growth=2, resolution=0.1, max_windows=5)
+    config = capacity(start_rate=1, growth=2, resolution=0.1, max_windows=5)
     steps = [RateStep(1, True, ""), RateStep(2, True, ""), RateStep(4, False, ""),
              RateStep(8, True, "")]
     result = summary(config, steps)
@@ -73,10 +79,11 @@ def test_judge_needs_slos_and_goodput():
 
 
 def test_config_from_recipe_section():
-    config = RateSearchConfig.from_recipe({"start_rate": 4, "max_rate": None,
-                                           "window_s": 5})
+    config = capacity(start_rate=4, max_rate=None, window_s=5)
     assert (config.start_rate, config.max_rate, config.window_s) == (4, None, 5)
-    assert RateSearchConfig.from_recipe(None) == RateSearchConfig()
+    assert capacity() == RateSearchConfig(start_rate=1, growth=2, max_rate=None,
+                                          resolution=0.1, min_goodput_fraction=0.9,
+                                          window_s=20, max_windows=10)
 
 
 def test_judge_compares_with_what_was_actually_sent():
