@@ -92,6 +92,7 @@ from model_optimizer.tune.trials import (
     same_params,
     state_counts,
     trial_summary,
+    unique_seeds,
 )
 
 KIND = "tune"
@@ -195,10 +196,7 @@ class TuneRunner:
             grid = scan_grid(grid) if self.scanner is not None else grid
             seeds = [(tag, p) for tag, p in seeds if any(same_params(p, g) for g in grid)]
             seeds += [("grid", combo) for combo in grid]
-        unique: list[tuple[str, dict]] = []
-        for tag, params in seeds:
-            if not any(same_params(params, other) for _, other in unique):
-                unique.append((tag, params))
+        unique = unique_seeds(seeds)
         for tag, params in unique[: self.n_trials]:
             self.study.enqueue_trial(params, user_attrs={"seed": tag})
         self.emit("seeded", {"seeds": [{"seed": t, "params": p} for t, p in unique[:3]],

@@ -62,3 +62,12 @@ def trial_summary(trial: FrozenTrial) -> dict:
     return {"number": trial.number, "params": dict(trial.params), "values": trial.values,
             "figures": attrs.get("figures"), "machine": attrs.get("machine"),
             "run_ids": attrs.get("run_ids"), "duplicate_of": attrs.get("duplicate_of")}
+
+
+def unique_seeds(seeds: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The first ``(tag, params)`` of each distinct configuration, in order."""
+    unique: list[tuple[str, dict]] = []
+    for tag, params in seeds:
+        if not any(same_params(params, other) for _, other in unique):
+            unique.append((tag, params))
+    return unique

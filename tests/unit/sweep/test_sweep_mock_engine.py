@@ -19,7 +19,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-import model_optimizer.runner as runner
+import model_optimizer.engine.factory as factory
 from model_optimizer.cli.sweep import SweepProgress
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.load import run_load
@@ -49,7 +49,7 @@ sweep:
 def mock_engine(monkeypatch):
     """Every run of this test serves with the mock engine (capacity 4)."""
     engine = MockEngine(ttft_ms=50, itl_ms=5, capacity=4)
-    monkeypatch.setattr(runner, "VllmEngine", lambda: engine)
+    monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     return engine
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-import model_optimizer.runner as runner
+import model_optimizer.engine.factory as factory
 from model_optimizer.cli.tune import TuneProgress
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.tune.loop import start_tune
@@ -34,7 +34,7 @@ tune:
 def mock_engine(monkeypatch):
     """Every run of this test serves with the mock engine (capacity 4)."""
     engine = MockEngine(ttft_ms=50, itl_ms=5, capacity=4)
-    monkeypatch.setattr(runner, "VllmEngine", lambda: engine)
+    monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     return engine
 
 

@@ -14,7 +14,7 @@ import optuna
 import pytest
 import yaml
 
-import model_optimizer.runner as runner
+import model_optimizer.engine.factory as factory
 from model_optimizer.archive.names import SUMMARY_FILE
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import UsageError
@@ -38,7 +38,7 @@ tune:
 def mock_engine(monkeypatch):
     """Every launch serves with the mock engine: at most 4 sequences generate at once."""
     engine = MockEngine(ttft_ms=40, itl_ms=8, capacity=4)
-    monkeypatch.setattr(runner, "VllmEngine", lambda: engine)
+    monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     return engine
 
 
@@ -157,7 +157,7 @@ def test_a_scan_server_that_does_not_start_falls_back_to_the_asked_launch(tmp_pa
     engine = MockEngine(fail_start="ValueError: To serve at least one request with the "
                         "model's max seq len (512), (0.05 GiB KV cache is needed, which is "
                         "larger than the available KV cache memory (0.01 GiB)")
-    monkeypatch.setattr(runner, "VllmEngine", lambda: engine)
+    monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE.replace("n_trials: 2",
                                                                  "n_trials: 1"))
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
