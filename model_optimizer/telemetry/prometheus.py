@@ -1,7 +1,9 @@
 """Read the few vLLM series mopt needs from a Prometheus `/metrics` page.
 
-vLLM exposes its scheduler state in the Prometheus text exposition format. We need four series:
-KV-cache usage, the preemption counter, and the running and waiting request gauges. Each may
+vLLM exposes its scheduler state in the Prometheus text exposition format. We need five series:
+KV-cache usage, the preemption counter, the running and waiting request gauges, and the
+generated-token counter (which only grows while the server works: a 1 Hz sample of the
+gauges can read 0 throughout a load on a busy machine, the counter cannot). Each may
 come in several label sets (one per engine or served model name); counts are summed across label
 sets, the KV-cache usage (a fraction per engine) takes the fullest engine. Older vLLM releases
 used other names for two of them; both spellings are accepted, the current one first.
@@ -24,6 +26,7 @@ SERIES_NAMES: dict[str, tuple[str, ...]] = {
     "num_preemptions_total": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
     "num_requests_running": ("vllm:num_requests_running",),
     "num_requests_waiting": ("vllm:num_requests_waiting",),
+    "generation_tokens_total": ("vllm:generation_tokens_total",),
 }
 
 # Keys whose label sets are combined with max() instead of sum(): a fraction per engine.
@@ -67,10 +70,11 @@ def _wanted_samples(text: str) -> dict[str, list[float]]:
 
 
 def parse_metrics(text: str) -> dict[str, float | None]:
-    """Parse a Prometheus text page into mopt's four vLLM series.
+    """Parse a Prometheus text page into mopt's five vLLM series.
 
     Returns a dict with exactly the keys of `SERIES_NAMES` (`kv_cache_usage_perc`,
-    `num_preemptions_total`, `num_requests_running`, `num_requests_waiting`); a value is None
+    `num_preemptions_total`, `num_requests_running`, `num_requests_waiting`,
+    `generation_tokens_total`); a value is None
     when the page does not carry that series. Counts are summed over label sets; the KV-cache
     usage fraction (0..1) is the largest over label sets. When a page carries both the current
     and an older name for a series, only the current name is read (no double counting).

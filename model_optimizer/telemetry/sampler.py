@@ -11,6 +11,7 @@ Sample keys (all but `t` may be None):
     num_preemptions_total  vLLM's cumulative preemption counter
     num_requests_running   requests in the running batch
     num_requests_waiting   requests queued
+    generation_tokens_total  vLLM's cumulative count of generated tokens
     rss_bytes              RSS of the server process and its descendants
     gpu_mem_used_bytes     memory used on the probed GPUs (all processes, summed over devices)
     gpu_proc_mem_bytes     GPU memory held by the server's process tree, where NVML reports it
@@ -34,11 +35,12 @@ logger = logging.getLogger(__name__)
 
 #: the fields each probe fills (a failing probe leaves its own fields None)
 VLLM_KEYS = ("kv_cache_usage_perc", "num_preemptions_total", "num_requests_running",
-             "num_requests_waiting")
+             "num_requests_waiting", "generation_tokens_total")
 HOST_KEYS = ("rss_bytes",)
 GPU_KEYS = ("gpu_mem_used_bytes", "gpu_proc_mem_bytes")
 SAMPLE_KEYS = ("t", *VLLM_KEYS, *HOST_KEYS, *GPU_KEYS)
-_COUNT_KEYS = ("num_preemptions_total", "num_requests_running", "num_requests_waiting")
+_COUNT_KEYS = ("num_preemptions_total", "num_requests_running", "num_requests_waiting",
+               "generation_tokens_total")
 
 
 class Sample(TypedDict, total=False):
@@ -49,6 +51,7 @@ class Sample(TypedDict, total=False):
     num_preemptions_total: int | None
     num_requests_running: int | None
     num_requests_waiting: int | None
+    generation_tokens_total: int | None
     rss_bytes: int | None
     gpu_mem_used_bytes: int | None
     gpu_proc_mem_bytes: int | None
@@ -83,6 +86,8 @@ def compute_peaks(series: list[Sample]) -> dict[str, Any]:
         "num_requests_running_max": _max_of(series, "num_requests_running"),
         "num_requests_waiting_max": _max_of(series, "num_requests_waiting"),
         "preemptions": counter_increase([s.get("num_preemptions_total") for s in series]),
+        "generation_tokens": counter_increase([s.get("generation_tokens_total")
+                                               for s in series]),
         "rss_bytes_max": _max_of(series, "rss_bytes"),
         "gpu_mem_used_bytes_max": _max_of(series, "gpu_mem_used_bytes"),
         "gpu_proc_mem_bytes_max": _max_of(series, "gpu_proc_mem_bytes"),
@@ -142,7 +147,7 @@ class TelemetrySampler:
         self._failed_probes: set[str] = set()
 
     def _scrape_fields(self) -> dict[str, Any]:
-        """The four vLLM series, all None when there is no URL or the scrape fails."""
+        """The vLLM series, all None when there is no URL or the scrape fails."""
         parsed = None
         if self.metrics_url:
             parsed = scrape(self.metrics_url, self.scrape_timeout_s, session=self._session)

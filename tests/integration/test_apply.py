@@ -79,7 +79,11 @@ def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
     assert metrics["output_tok_s"] == pytest.approx(metrics["qps"] * workload["output_tokens"],
                                                     rel=1e-6)
     assert metrics["ttft_p50_ms"] <= metrics["e2e_p50_ms"]
-    assert metrics["telemetry_peaks"]["num_requests_running_max"] >= 1
+    # /metrics was read live: vLLM's generated-token counter grew during the load, by no more
+    # than the client received. (The running gauge, sampled at 1 Hz, may read 0 throughout on a
+    # busy machine: vLLM's own log then says "Running: 1 reqs" with 8 in flight.)
+    generated = metrics["telemetry_peaks"]["generation_tokens"]
+    assert 0 < generated <= sum(r["output_tokens"] for r in records)
     assert metrics["telemetry_peaks"]["rss_bytes_max"] > 100 * 2**20
     assert len(read_jsonl(archive / "telemetry.jsonl")) >= 1
     report = (archive / "report.md").read_text()

@@ -15,6 +15,7 @@ def test_parse_fixture_under_load(sample_metrics_text: str) -> None:
         "num_preemptions_total": 3.0,
         "num_requests_running": 4.0,
         "num_requests_waiting": 2.0,
+        "generation_tokens_total": 32.0,
     }
 
 
@@ -24,6 +25,7 @@ def test_parse_real_idle_scrape(idle_metrics_text: str) -> None:
         "num_preemptions_total": 0.0,
         "num_requests_running": 0.0,
         "num_requests_waiting": 0.0,
+        "generation_tokens_total": 0.0,
     }
 
 
@@ -38,6 +40,8 @@ def test_counts_sum_across_label_sets_and_kv_takes_the_fullest_engine() -> None:
             'vllm:num_preemptions_total{engine="1",model_name="a"} 4',
             'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.25',
             'vllm:kv_cache_usage_perc{engine="1",model_name="a"} 0.75',
+            'vllm:generation_tokens_total{engine="0",model_name="a"} 100',
+            'vllm:generation_tokens_total{engine="1",model_name="a"} 50',
         ]
     )
     assert parse_metrics(text) == {
@@ -45,6 +49,7 @@ def test_counts_sum_across_label_sets_and_kv_takes_the_fullest_engine() -> None:
         "num_preemptions_total": 14.0,
         "num_requests_running": 8.0,
         "num_requests_waiting": 3.0,
+        "generation_tokens_total": 150.0,
     }
 
 

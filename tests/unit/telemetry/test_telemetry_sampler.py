@@ -53,6 +53,7 @@ def _changing_metrics_page():
             f"vllm:num_requests_waiting{LABELS} {waiting_cycle[i]}.0\n"
             f"vllm:kv_cache_usage_perc{LABELS} {kv_cycle[i]}\n"
             f"vllm:num_preemptions_total{LABELS} {100 + 2 * n}.0\n"
+            f"vllm:generation_tokens_total{LABELS} {5000 + 64 * n}.0\n"
         )
 
     return page
@@ -82,6 +83,8 @@ def test_series_and_peaks_from_a_live_server(metrics_server) -> None:
     assert len(counter) >= 2
     assert result.peaks["preemptions"] == counter[-1] - counter[0]
     assert result.peaks["preemptions"] >= 2 * (len(counter) - 1)
+    tokens = [s["generation_tokens_total"] for s in result.series]
+    assert result.peaks["generation_tokens"] == tokens[-1] - tokens[0] >= 64 * (len(tokens) - 1)
     assert result.peaks["num_requests_running_max"] == 5
     assert result.peaks["num_requests_waiting_max"] == 7
     assert result.peaks["kv_cache_usage_perc_max"] == 0.9
