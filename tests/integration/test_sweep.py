@@ -55,7 +55,7 @@ def test_sweep_plateau_interrupt_and_resume(recipe_copy, tmp_path):
     runs = tmp_path / "runs"
     original = recipe_copy.read_text()
     args = ["sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1",
-            "--growth", "4", "--max", "64", "--runs-dir", str(runs),
+            "--growth", "4", "--max", "16", "--runs-dir", str(runs),
             "--set", "sweep.resolution=8", "--set", "sweep.confirm_duration_s=5",
             "--set", "workload.num_requests=128", "--set", "sweep.remeasure_rounds=0",
             "--strategy", "relaunch"]  # one launch per step: probe-scan has its own test
