@@ -70,8 +70,9 @@ def interrupt_at(point: str, runs: Path, log: Path) -> dict:
             proc.kill()
             code = None
         exit_s = time.monotonic() - sent
-    [archive] = [p for p in runs.iterdir() if p.is_dir()]
-    status = json.loads((archive / "status.json").read_text())
+    archives = [p for p in runs.iterdir() if p.is_dir()] if runs.exists() else []
+    status = json.loads((archives[0] / "status.json").read_text()) if archives else \
+        {"status": "no archive yet"}  # interrupted before a server could start
     pid = status.get("server_pid")
     return {"point": point, "at_s": round(sent - started, 1), "exit_s": round(exit_s, 1),
             "code": code, "status": status["status"], "left": group_alive(pid) if pid else 0}
