@@ -128,6 +128,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     command = server.command if server else EngineCommand([], {})
     write_start(archive, loaded, command.argv, command.env,
                  {"kind": "capacity", "url": url, "model": model_name,
+                  "tokenizer": tokenizer_dir,
                   "capacity": config.__dict__, "workload": recipe["workload"]})
     outcome = CapacityOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})

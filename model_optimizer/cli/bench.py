@@ -24,7 +24,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.load.prompts import register_tokenizer
 from model_optimizer.load.server_tokenizer import ServerTokenizer
 from model_optimizer.load.workload import api_headers
-from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
 from model_optimizer.recipe.render import model_location
 from model_optimizer.runner import bench_endpoint
 from model_optimizer.signals import terminate_as_interrupt
@@ -58,6 +58,28 @@ def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
     except (requests.RequestException, ValueError, KeyError) as exc:
         raise UsageError(f"{url} does not answer /v1/models like an OpenAI-compatible server "
                          f"({exc}); check --url and that the server is up") from None
+
+
+def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
+                   tokenizer: Path | None, recipe_given: bool) -> tuple[str, str]:
+    """The model to request at ``url`` (``model``, else the server's only one) and where
+    prompt tokens are counted: ``tokenizer``, else the recipe's model, else the server's own
+    /tokenize and /detokenize (registered under ``<url>/tokenize``)."""
+    headers = api_headers(loaded.resolved["workload"])
+    names = served_models(url, headers)
+    model_name = model or (names[0] if len(names) == 1 else None)
+    if model_name is None:
+        raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
+                         "choose one with --model")
+    if tokenizer is not None:
+        return model_name, str(tokenizer)
+    if recipe_given:
+        return model_name, (loaded.resolved["model"].get("tokenizer")
+                            or model_location(loaded.resolved, loaded.base_dir))
+    err_console.print(f"no --tokenizer or recipe: prompt tokens counted by {url}/tokenize",
+                      highlight=False)
+    return model_name, register_tokenizer(url + "/tokenize",
+                                          ServerTokenizer(url, model_name, headers))
 
 
 def _flag_text(value: object) -> str:
@@ -118,22 +140,8 @@ def bench(
     sets = flag_sets + list(overrides or [])
     loaded = (load_recipe(recipe, sets) if recipe is not None
               else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))
-    headers = api_headers(loaded.resolved["workload"])
-    names = served_models(url, headers)
-    model_name = model or (names[0] if len(names) == 1 else None)
-    if model_name is None:
-        raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
-                         "choose one with --model")
-    if tokenizer is not None:
-        tokenizer_dir = str(tokenizer)
-    elif recipe is not None:
-        tokenizer_dir = (loaded.resolved["model"].get("tokenizer")
-                         or model_location(loaded.resolved, loaded.base_dir))
-    else:  # count tokens as the server does, by asking it
-        err_console.print(f"no --tokenizer or --recipe: prompt tokens counted by {url}"
-                          "/tokenize", highlight=False)
-        tokenizer_dir = register_tokenizer(url + "/tokenize",
-                                           ServerTokenizer(url, model_name, headers))
+    model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
+                                               recipe_given=recipe is not None)
     terminate_as_interrupt()
     progress_console = err_console if as_json else None
     with RunProgress(progress_console or err_console,

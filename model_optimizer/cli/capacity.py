@@ -1,4 +1,4 @@
-"""`mopt capacity RECIPE`: the highest Poisson arrival rate within the SLOs, on one server."""
+"""`mopt capacity [RECIPE] [--url URL]`: the highest Poisson arrival rate within the SLOs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.capacity import run_capacity
-from model_optimizer.cli.bench import served_models
+from model_optimizer.cli.bench import endpoint_model
 from model_optimizer.cli.common import (
     JsonOption,
-    RecipeArg,
     RunsDirOption,
     SetOption,
     console,
@@ -21,11 +20,13 @@ from model_optimizer.cli.common import (
     handle_errors,
     print_json,
 )
+from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
-from model_optimizer.load.workload import api_headers
-from model_optimizer.recipe import load_recipe
-from model_optimizer.recipe.render import model_location
+from model_optimizer.recipe import load_recipe, load_recipe_text
+
+#: the recipe of ``mopt capacity --url`` without one: defaults, then --set
+BARE_CAPACITY_RECIPE = "recipe_version: 1\nname: capacity\nmodel: {path: endpoint}\n"
 
 
 class CapacityProgress(RunProgress):
@@ -44,19 +45,23 @@ class CapacityProgress(RunProgress):
 
 @handle_errors
 def capacity(
-    recipe: RecipeArg,
+    recipe: Annotated[Path | None, typer.Argument(
+        help="Recipe YAML file. Optional with --url: the workload, slo and capacity sections "
+        "then take their defaults and --set.", show_default=False, metavar="RECIPE",
+        autocompletion=complete_recipe)] = None,
     url: Annotated[str | None, typer.Option(
         "--url", help="Measure this running OpenAI-compatible server instead of launching "
         "the recipe's.", show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         help="With --url: model name to request (default: the server's only model).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(
-        help="With --url: tokenizer folder (default: the recipe's model).")] = None,
+        help="With --url: tokenizer folder (default: the recipe's model; without a recipe, "
+        "the server's own /tokenize and /detokenize).")] = None,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Find the highest Poisson arrival rate at which RECIPE's SLOs hold, on one live server.
+    """Find the highest Poisson arrival rate at which the SLOs hold, on one live server.
 
     Rates grow by capacity.growth from capacity.start_rate until one fails, then bisect to
     capacity.resolution; each rate is a capacity.window_s window of open-loop arrivals. A
@@ -64,18 +69,16 @@ def capacity(
     capacity.min_goodput_fraction of the offered rate. Exit 0 with a capacity, 4 when no
     rate passed, 2 bad input, 3 the server failed to start, 5 it died, 130 interrupted.
     """
-    loaded = load_recipe(recipe, overrides)
+    if recipe is None and url is None:
+        raise UsageError("mopt capacity needs a RECIPE to launch, or --url of a running "
+                         "server (then the recipe is optional)")
+    loaded = (load_recipe(recipe, overrides) if recipe is not None
+              else load_recipe_text(BARE_CAPACITY_RECIPE, "<capacity flags>", overrides))
     model_name = tokenizer_dir = None
     if url is not None:
         url = url.rstrip("/")
-        names = served_models(url, api_headers(loaded.resolved["workload"]))
-        model_name = model or (names[0] if len(names) == 1 else None)
-        if model_name is None:
-            raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
-                             "choose one with --model")
-        tokenizer_dir = str(tokenizer) if tokenizer else (
-            loaded.resolved["model"].get("tokenizer")
-            or model_location(loaded.resolved, loaded.base_dir))
+        model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
+                                                   recipe_given=recipe is not None)
     with CapacityProgress(err_console) as progress:
         outcome = run_capacity(loaded, runs_dir(runs_dir_opt), url=url, model_name=model_name,
                                tokenizer_dir=tokenizer_dir, on_event=progress)

@@ -178,3 +178,27 @@ def test_the_servers_tokenizer_stands_in_faithfully_for_the_folder(server):
     assert remote.make(20) == local.make(20)
     assert [remote.chat_prompt(i, 90) for i in range(5)] == [local.chat_prompt(i, 90)
                                                               for i in range(5)]
+
+
+def test_capacity_url_without_a_recipe(server, tmp_path):
+    """`mopt capacity --url` with no recipe: the sections from --set, prompt tokens counted
+    by vLLM's /tokenize, the API key sent and never archived, every window judged."""
+    runs = tmp_path / "runs"
+    sets = [f"workload.api_key_env={KEY_VAR}", "workload.prompt_tokens=24",
+            "workload.output_tokens=8", "workload.warmup_requests=1",
+            "slo.ttft_p99_ms=5000", "capacity.start_rate=2", "capacity.max_rate=4",
+            "capacity.window_s=2"]
+    result = run_mopt("capacity", "--url", server.base_url, "--runs-dir", str(runs), "--json",
+                      *[arg for item in sets for arg in ("--set", item)], timeout=300)
+    assert result.returncode in (0, 4), result.stdout + result.stderr
+    found = json.loads(result.stdout)
+    archive = only_archive(runs)
+    windows = read_jsonl(archive / "windows.jsonl")
+    assert [w["rate"] for w in windows] == [step["rate"] for step in found["steps"]]
+    assert windows[0]["rate"] == 2 and all(w["reason"] for w in windows)
+    requests = [r for r in read_jsonl(archive / "requests.jsonl") if not r["warmup"]]
+    assert requests and {r["prompt_tokens"] for r in requests} == {24}
+    run = json.loads((archive / "run.json").read_text())
+    assert run["tokenizer"] == f"{server.base_url}/tokenize"
+    assert run["url"] == server.base_url and run["argv"] == []
+    assert_key_not_archived(archive)

@@ -90,3 +90,34 @@ def test_a_launched_server_is_archived_and_stopped(tmp_path, tiny_model_dir):
     server = json.loads((outcome.archive / "status.json").read_text())["server_pid"]
     assert not psutil.pid_exists(server) or \
         psutil.Process(server).status() == psutil.STATUS_ZOMBIE
+
+
+def test_url_without_a_recipe_takes_defaults_and_sets(tmp_path):
+    """`mopt capacity --url` needs no recipe: sections from --set, tokens counted by the
+    server's own /tokenize."""
+    sets = ["slo.ttft_p99_ms=2000", "capacity.start_rate=10", "capacity.max_rate=20",
+            "capacity.window_s=0.5", "workload.prompt_tokens=12", "workload.output_tokens=4",
+            "workload.warmup_requests=1"]
+    with MockServer(ttft_s=0.005, itl_s=0.001) as server:
+        result = runner.invoke(app, ["capacity", "--url", server.url, "--runs-dir",
+                                     str(tmp_path / "runs"), "--json",
+                                     *[arg for item in sets for arg in ("--set", item)]])
+        assert server.counters.tokenize_calls > 0
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert [step["rate"] for step in found["steps"]] == [10, 20]
+    archive = Path(found["archive"])
+    run = json.loads((archive / "run.json").read_text())
+    assert run["recipe_name"] == "capacity" and run["argv"] == []
+    assert run["capacity"]["window_s"] == 0.5 and run["url"] == server.url
+    assert run["tokenizer"] == f"{server.url}/tokenize"
+    requests = [json.loads(line) for line in (archive / "requests.jsonl").read_text()
+                .splitlines()]
+    assert {r["prompt_tokens"] for r in requests} == {12}
+
+
+def test_neither_a_recipe_nor_a_url_is_a_usage_error(tmp_path):
+    result = runner.invoke(app, ["capacity", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    assert "needs a RECIPE to launch, or --url" in result.output
+    assert not (tmp_path / "runs").exists()
