@@ -10,7 +10,6 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.capacity import run_capacity
-from model_optimizer.cli.bench import endpoint_model
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -21,6 +20,7 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.completion import complete_recipe
+from model_optimizer.cli.endpoint import endpoint_model
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe, load_recipe_text
