@@ -122,14 +122,14 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
                                                    config, 0), tokenizer_dir, loaded.base_dir)
     server = plan_server(loaded, engine_factory) if url is None else None
     reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, loaded.name, kind="capacity")
+    command = server.command if server else EngineCommand([], {})
+    archive = RunArchive.create(runs_base, loaded.name, kind="capacity", start=lambda new: (
+        write_start(new, loaded, command.argv, command.env,
+                    {"kind": "capacity", "url": server.base_url if server else url,
+                     "model": model_name, "tokenizer": tokenizer_dir,
+                     "capacity": config.__dict__, "workload": recipe["workload"]})))
     if server is not None:
         engine, url = server.process(archive.file(ENGINE_LOG)), server.base_url
-    command = server.command if server else EngineCommand([], {})
-    write_start(archive, loaded, command.argv, command.env,
-                 {"kind": "capacity", "url": url, "model": model_name,
-                  "tokenizer": tokenizer_dir,
-                  "capacity": config.__dict__, "workload": recipe["workload"]})
     outcome = CapacityOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     steps: list[RateStep] = []

@@ -147,8 +147,8 @@ def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: Engine
     return it with the supervised process, not yet started."""
     server = plan_server(loaded, factory)
     reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, loaded.name, kind=kind)
-    write_start(archive, loaded, server.command.argv, server.command.env, extra)
+    archive = RunArchive.create(runs_base, loaded.name, kind=kind, start=lambda new: write_start(
+        new, loaded, server.command.argv, server.command.env, extra))
     return archive, server.process(archive.file(ENGINE_LOG))
 
 
@@ -327,10 +327,9 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     workload = effective_workload(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
-    archive = RunArchive.create(runs_base, loaded.name, kind="bench")
-    write_start(archive, loaded, [], {}, {"kind": "bench", "url": base_url,
-                                           "model": model_name, "workload": workload,
-                                           **(archive_extra or {})})
+    archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
+        new, loaded, [], {}, {"kind": "bench", "url": base_url, "model": model_name,
+                              "workload": workload, **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})

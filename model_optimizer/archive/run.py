@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ import yaml
 from model_optimizer.archive.entry import ENTRY_KEY, checked
 from model_optimizer.archive.names import STATUS_FILE
 from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.signals import interrupts_deferred
 
 RUNS_DIR_ENV = "MOPT_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
@@ -73,10 +75,31 @@ class RunArchive:
     _handles: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def create(cls, base: str | Path, recipe_name: str, kind: str = "run") -> RunArchive:
-        """Make a new, uniquely named run folder under ``base`` and mark it running."""
+    def create(cls, base: str | Path, recipe_name: str, kind: str = "run",
+               start: Callable[[RunArchive], None] | None = None) -> RunArchive:
+        """Make a new, uniquely named run folder under ``base``, mark it running, and let
+        ``start`` write its start files (run.json, the recipe, the index row).
+
+        Ctrl-C and the terminating signals are held from the folder's creation until the
+        start files are written, so no archive is left without them; one that arrived in
+        that moment marks the archive interrupted (sealed) and is re-raised.
+        """
+        archive: RunArchive | None = None
+        try:
+            with interrupts_deferred():
+                archive = cls._new_folder(Path(base), recipe_name, kind)
+                if start is not None:
+                    start(archive)
+        except KeyboardInterrupt:
+            if archive is not None:
+                archive.set_status(STATUS_INTERRUPTED, phase="created")
+                archive.close()
+            raise
+        return archive
+
+    @classmethod
+    def _new_folder(cls, base_path: Path, recipe_name: str, kind: str) -> RunArchive:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        base_path = Path(base)
         base_path.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             run_id = f"{stamp}-{_slug(recipe_name)}-{secrets.token_hex(3)}"

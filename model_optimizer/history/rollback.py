@@ -186,18 +186,18 @@ def _check_target(target: Path, name: str) -> None:
 def _open_rollback_archive(view: archives.ArchiveView, runs_base: str | Path, name: str,
                            target: Path, current_text: str | None,
                            current_revision: int | None, revision: int) -> RunArchive:
-    archive = RunArchive.create(runs_base, f"{name}-rollback", kind="rollback")
-    created_at = utc_now()
-    archive.write_json(RUN_FILE, {
-        "id": archive.id, "created_at": created_at, "kind": "rollback", "recipe_name": name,
-        "recipe_file": str(target), "rollback_of": view.id, "source_kind": view.kind,
-        "source_path": str(view.path), "from_revision": current_revision,
-        "to_revision": revision})
-    archive.write_entry(created_at=created_at, recipe_name=name, recipe_revision=revision,
-                        recipe_file=str(target))
-    if current_text is not None:
-        archive.write_text(REPLACED_RECIPE, current_text)
-    return archive
+    def start(archive: RunArchive) -> None:
+        created_at = utc_now()
+        archive.write_json(RUN_FILE, {
+            "id": archive.id, "created_at": created_at, "kind": "rollback",
+            "recipe_name": name, "recipe_file": str(target), "rollback_of": view.id,
+            "source_kind": view.kind, "source_path": str(view.path),
+            "from_revision": current_revision, "to_revision": revision})
+        archive.write_entry(created_at=created_at, recipe_name=name,
+                            recipe_revision=revision, recipe_file=str(target))
+        if current_text is not None:
+            archive.write_text(REPLACED_RECIPE, current_text)
+    return RunArchive.create(runs_base, f"{name}-rollback", kind="rollback", start=start)
 
 
 def _write(archive: RunArchive, loaded, validated: dict, target: Path) -> str:

@@ -247,9 +247,9 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
     if url is None and loaded is None:
         raise UsageError("an eval needs a recipe to launch or a --url")
     reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, label, kind="eval")
-    _write_start(archive, loaded, config, {"url": url, "baseline_run":
-                                           reference.run_id if reference else None})
+    archive = RunArchive.create(runs_base, label, kind="eval", start=lambda new: _write_start(
+        new, loaded, config, {"url": url,
+                              "baseline_run": reference.run_id if reference else None}))
     result = EvalResult(archive.id, archive.path, STATUS_INTERRUPTED, config, items)
     outcome = EvalOutcome(result)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})

@@ -164,6 +164,28 @@ class Checkpoint:
     seconds: float
 
 
+def _partial(output: Path, archive: RunArchive) -> Path:
+    """Where the checkpoint is written until it is complete."""
+    return output.parent / f".{output.name}.partial-{archive.id}"
+
+
+def _write_start(archive: RunArchive, loaded, chosen, folders: tuple[Path, Path],
+                 calibration, python: Path) -> None:
+    """run.json, the index row, the recipe, the calibration texts and the worker's spec."""
+    resolved = loaded.resolved
+    source, output = folders
+    run = {"id": archive.id, "created_at": utc_now(), "recipe_name": resolved["name"],
+           "recipe_revision": resolved["revision"], "recipe_file": str(loaded.path),
+           "scheme": chosen.name, "source": str(source), "output": str(output),
+           "calibration": calibration.source, "quant_python": str(python)}
+    archive.write_json(RUN_FILE, run)
+    archive.write_entry(**run_fields(run, None, None))  # its row of the run index
+    archive.write_text("recipe.given.yaml", loaded.source_text)
+    archive.write_json("calibration.json", calibration.texts)
+    archive.write_json("spec.json", _spec(resolved["quantize"], source, _partial(output, archive),
+                                          archive, resolved["model"]["trust_remote_code"]))
+
+
 def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = False,
                     on_event: Event | None = None,
                     then: Callable[[Checkpoint], str] | None = None) -> Checkpoint:
@@ -184,19 +206,11 @@ def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = Fals
                          "quantize.output")
     python = quant_python()
     calibration = calibration_texts(settings["calibration"], base)
-    archive = RunArchive.create(runs_root, resolved["name"], kind="quantize")
+    archive = RunArchive.create(runs_root, resolved["name"], kind="quantize", start=lambda new:
+                                _write_start(new, loaded, chosen, (source, output),
+                                             calibration, python))
     started = time.monotonic()
-    run = {"id": archive.id, "created_at": utc_now(), "recipe_name": resolved["name"],
-           "recipe_revision": resolved["revision"], "recipe_file": str(loaded.path),
-           "scheme": chosen.name, "source": str(source), "output": str(output),
-           "calibration": calibration.source, "quant_python": str(python)}
-    archive.write_json(RUN_FILE, run)
-    archive.write_entry(**run_fields(run, None, None))  # its row of the run index
-    archive.write_text("recipe.given.yaml", loaded.source_text)
-    archive.write_json("calibration.json", calibration.texts)
-    partial = output.parent / f".{output.name}.partial-{archive.id}"
-    spec = _spec(settings, source, partial, archive, resolved["model"]["trust_remote_code"])
-    archive.write_json("spec.json", spec)
+    partial = _partial(output, archive)
     emit("start", {"archive": str(archive.path), "scheme": chosen.name,
                    "calibration": calibration.source, "output": str(output)})
     try:

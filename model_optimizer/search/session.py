@@ -126,14 +126,17 @@ class SearchSession:
                on_event: EventCallback | None = None) -> SearchSession:
         """A new archive ``<runs_base>/<id>-<recipe>-<kind>`` holding the recipe as given and
         the state ``state_for(archive)`` (which may name things after the archive)."""
-        archive = RunArchive.create(runs_base, f"{loaded.name}-{kind}", kind=kind)
-        state = state_for(archive)
-        archive.write_text(GIVEN_RECIPE, loaded.source_text)
-        archive.write_json(STATE_FILE, state.to_dict())
-        archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
-                            recipe_revision=loaded.resolved.get("revision", 1),
-                            recipe_file=state.output or state.recipe_file)
-        return cls(kind, archive, loaded, state, on_event)
+        states: list[SearchState] = []
+
+        def start(archive: RunArchive) -> None:
+            states.append(state := state_for(archive))
+            archive.write_text(GIVEN_RECIPE, loaded.source_text)
+            archive.write_json(STATE_FILE, state.to_dict())
+            archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
+                                recipe_revision=loaded.resolved.get("revision", 1),
+                                recipe_file=state.output or state.recipe_file)
+        archive = RunArchive.create(runs_base, f"{loaded.name}-{kind}", kind=kind, start=start)
+        return cls(kind, archive, loaded, states[0], on_event)
 
     @classmethod
     def resume(cls, kind: str, folder: Path, state: SearchState,
