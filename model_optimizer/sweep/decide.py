@@ -20,8 +20,10 @@ Before the knee is chosen, the top candidates are **re-measured interleaved** (A
 the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
 they coincide, the best and the acceptable value below it. A slow minute on a shared machine
 then hits both, and every measurement of a value is pooled (median) before :func:`choose`
-picks again. The pooled coefficient of variation of values measured more than once is the
-**measured noise** the summary reports.
+picks again; when the pooled windows then lead with a value that was never re-measured
+(a re-measured best fell back), the new top two get a round of their own (at most
+``remeasure_rounds`` such rounds). The pooled coefficient of variation of values measured
+more than once is the **measured noise** the summary reports.
 """
 
 from __future__ import annotations
@@ -114,9 +116,13 @@ def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
             "windows": sum(len(p.metric_samples) for p in repeated)}
 
 
-def top_candidates(threshold: float, history: Sequence[Any]) -> list[Any]:
-    """The values to re-measure before choosing: [knee, best], or [below best, best]."""
-    points = sorted((p for p in pooled(h for h in history if h.phase != PHASE_REMEASURE)
+def top_candidates(threshold: float, history: Sequence[Any], *,
+                   with_remeasured: bool = False) -> list[Any]:
+    """The values to re-measure before choosing: [knee, best], or [below best, best], as the
+    search measured them (``with_remeasured``: as every window so far pools them)."""
+    windows = history if with_remeasured else [h for h in history
+                                                if h.phase != PHASE_REMEASURE]
+    points = sorted((p for p in pooled(windows)
                      if p.acceptable and isinstance(p.value, (int, float))),
                     key=lambda p: p.value)
     if len(points) < 2:
@@ -130,7 +136,35 @@ def top_candidates(threshold: float, history: Sequence[Any]) -> list[Any]:
 
 
 def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> list[Any]:
-    """The re-measurements still to run, in interleaved order (A B A B ...)."""
-    order = top_candidates(threshold, history) * max(rounds, 0)
-    done = [p.value for p in history if p.phase == PHASE_REMEASURE]
-    return order[len(done):]
+    """The re-measurements still to run, in interleaved order (A B A B ...).
+
+    First ``rounds`` rounds of the top two candidates as the search measured them. When the
+    pooled windows then name a knee or a best that was never re-measured (a re-measured
+    value fell back and one measured once leads), one more round of the new top two, at most
+    ``rounds`` such follow-ups: the choice rests on re-measured values where the budget
+    allows. Each round's pair is fixed by the history before its first window, so the plan
+    is the same after ``--resume``.
+    """
+    rounds = max(rounds, 0)
+    order = top_candidates(threshold, history) * rounds
+    remeasured = [i for i, p in enumerate(history) if p.phase == PHASE_REMEASURE]
+    if len(remeasured) < len(order) or not order:
+        return order[len(remeasured):]
+    later = remeasured[len(order):]
+    start = remeasured[len(order) - 1] + 1
+    for _ in range(rounds):
+        pair = _unsettled_pair(threshold, history[:start])
+        taken = [i for i in later if i >= start][:len(pair)]
+        if len(taken) < len(pair):
+            return pair[len(taken):]
+        if not pair:
+            return []
+        start = taken[-1] + 1
+    return []
+
+
+def _unsettled_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
+    """The pooled top two, when one of them was never re-measured; else nothing."""
+    pair = top_candidates(threshold, history, with_remeasured=True)
+    again = {_key(p.value) for p in history if p.phase == PHASE_REMEASURE}
+    return pair if any(_key(v) not in again for v in pair) else []

@@ -193,9 +193,12 @@ class SweepRunner:
                 self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
                                       f"the budget ({used} launches used)", "budget")
                 return
-            pair = sorted(set(plan), key=plan.index)
-            reason = (f"re-measure {plan[0]} (interleaved with "
-                      f"{' and '.join(str(v) for v in pair if v != plan[0]) or 'itself'}) "
+            partner = next((v for v in plan if v != plan[0]), None)
+            if partner is None:  # the last window of a round: its partner was measured last
+                partner = next((p.value for p in reversed(self.state.history)
+                                if p.phase == PHASE_REMEASURE and p.value != plan[0]), None)
+            reason = (f"re-measure {plan[0]}"
+                      f"{f' (interleaved with {partner})' if partner is not None else ''} "
                       "before choosing the knee: a slow minute hits both")
             self._record_decision(plan[0], PHASE_REMEASURE, reason, None)
             self.emit("step", {"index": len(self.state.history) + 1, "value": plan[0],

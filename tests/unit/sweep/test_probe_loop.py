@@ -8,6 +8,8 @@ from pathlib import Path
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.sweep.model import Point, SweepConfig
+from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,9 +37,13 @@ def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
     assert sorted({r["value"] for r in levels}) == [1, 2, 4, 8]
     assert all(r["workload"]["concurrency"] == r["value"] for r in levels)
     assert len(levels) == len(summary["steps"])
-    remeasured = [row["value"] for row in summary["steps"] if row["phase"] == "remeasure"]
-    assert len(remeasured) == 2 and len(set(remeasured)) == 2
-    assert summary["noise"]["values"] == 2
+    state = json.loads((outcome.archive / "state.json").read_text())
+    remeasured = assert_followed_remeasure_plan(
+        [Point.from_dict(p) for p in state["history"]],
+        SweepConfig.from_dict(state["config"]).plateau_threshold, rounds=1)
+    assert remeasured == [row["value"] for row in summary["steps"]
+                          if row["phase"] == "remeasure"]
+    assert summary["noise"]["values"] == len(set(remeasured))
     assert outcome.written and outcome.chosen.value == confirms[0]["value"]
     assert load_recipe(tmp_path / "out.yaml").resolved["engine"]["max_num_seqs"] == \
         outcome.chosen.value
