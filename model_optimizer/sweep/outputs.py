@@ -155,7 +155,8 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
     if summary["stop"]:
         lines += ["", f"**Search stopped** ({summary['stop'].get('stop_rule')}): "
                   f"{summary['stop']['reason']}"]
-    lines += ["", f"**Measured noise**: {noise_sentence(summary['noise'])}",
+    noise = noise_sentence(summary["noise"], state.config.plateau_threshold)
+    lines += ["", f"**Measured noise**: {noise}",
               "", f"**Choice**: {summary['chosen_reason']}"]
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
@@ -175,11 +176,19 @@ def _pm(row: dict, key: str) -> str:
         f"{fmt(row[key], 2)} ± {half:.2f}"
 
 
-def noise_sentence(noise: dict | None) -> str:
-    """The measured run-to-run noise in words."""
+def noise_sentence(noise: dict | None, threshold: float) -> str:
+    """The measured run-to-run noise in words, and a warning when it exceeds the plateau
+    threshold (a difference the threshold calls real is then inside one window's noise)."""
     if not noise:
         return ("no value was measured twice, so only the noise inside each window "
                 "(the ± intervals) is known")
-    return (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
+    text = (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
             f"({noise['windows']} windows of {noise['values']} values, re-measured "
             "interleaved)")
+    if noise["cv"] <= threshold:
+        return text
+    return (f"{text}. **This is more than the plateau threshold ({threshold:.0%}): one "
+            "window cannot tell the chosen value from its neighbours, so the choice is not "
+            "resolved by these measurements.** Lengthen `workload.duration_s`, set "
+            "`workload.target_half_width`, or raise `sweep.remeasure_rounds`, and sweep "
+            "again on a quieter machine")

@@ -16,6 +16,7 @@ from model_optimizer.sweep.decide import (
     remeasure_plan,
     top_candidates,
 )
+from model_optimizer.sweep.outputs import noise_sentence
 from model_optimizer.sweep.strategy import Point, SweepConfig, choose, next_value
 
 #: issue 11: the grid measured twice with 120-request windows on 2 shared cores (req/s)
@@ -173,3 +174,11 @@ def test_pooled_keeps_every_window_and_the_widest_interval():
     assert len(merged) == 1 and merged[0].metric_samples == [20.0, 24.0]
     assert merged[0].half_width == 3.0 and merged[0].launches == 2
     assert interval(merged[0]) == (19.0, 25.0)
+
+
+def test_the_report_says_when_the_noise_exceeds_the_plateau_threshold():
+    quiet = noise_sentence({"cv": 0.04, "windows": 6, "values": 2}, 0.05)
+    assert "4.0%" in quiet and "not resolved" not in quiet
+    noisy = noise_sentence({"cv": 0.729, "windows": 6, "values": 2}, 0.05)   # run 6
+    assert "72.9%" in noisy and "plateau threshold (5%)" in noisy and "not resolved" in noisy
+    assert "no value was measured twice" in noise_sentence(None, 0.05)
