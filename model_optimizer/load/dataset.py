@@ -1,6 +1,6 @@
 """Prompt files: JSONL, CSV and ShareGPT-style JSON read into typed entries.
 
-Formats (the README's "Workloads" section shows each):
+Formats (docs/workloads.md shows each):
 
 - **JSONL** (``.jsonl``): one JSON object per line with ``prompt`` (text) or ``messages``
   (chat: a list of ``{role, content}``), optional ``output_tokens`` (or ``max_tokens``, the

@@ -5,7 +5,7 @@ Random weights give near-uniform next-token distributions, so fidelity figures (
 agreement, KL divergence) mean little on them and no task has a real accuracy. This builder
 trains the speed-test model's shape with 2 layers instead of 4 (:data:`TRAINED_SPEC`, about
 1.5 M parameters) for a fixed number of steps in one thread (9 minutes measured on two busy
-shared cores; benchmarks/README.md) on four tiny grammars written in words:
+shared cores; docs/benchmarks/quality-gate.md) on four tiny grammars written in words:
 
 - counting: ``count from three : three four five six seven .``
 - copying: ``copy red cat blue : red cat blue .``

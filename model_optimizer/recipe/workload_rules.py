@@ -47,7 +47,7 @@ def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         try:
             parse_mix(workload["mix"])
         except MixError as exc:
-            return [smap.diagnostic(exc.path, str(exc), "see the README's Workloads section")]
+            return [smap.diagnostic(exc.path, str(exc), "see docs/workloads.md")]
     if not workload.get("mix") or max_len is None:
         return []
     prompt, output = longest_request(workload)
