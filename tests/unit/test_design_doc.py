@@ -17,7 +17,7 @@ def _sections() -> set[int]:
 def _sources() -> list[Path]:
     files = [*ROOT.joinpath("model_optimizer").rglob("*.py"), *ROOT.joinpath("tests").rglob("*.py"),
              *ROOT.joinpath("benchmarks").rglob("*.py"), ROOT / "benchmarks" / "README.md",
-             ROOT / "README.md"]
+             ROOT / "README.md", *ROOT.joinpath("docs").rglob("*.md")]
     return [f for f in files if f.is_file() and f != Path(__file__).resolve()]
 
 
