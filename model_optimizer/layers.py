@@ -36,6 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("measure", "capacity"),
     # runs, diff, rollback, drift: reading archives
     ("history",),
+    # the HTML report of an archive (read from its files; sweeps, tunes and optimizes write
+    # it when they end)
+    ("report",),
     # output quality: lm-eval and fidelity checks against a baseline (serves the model)
     ("quality",),
     # the search core: a search run's archive, state, clock, budget, sealing; knob helpers

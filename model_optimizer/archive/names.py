@@ -10,6 +10,7 @@ STATUS_FILE = "status.json"        # running | ok | failed:<class> | interrupted
 #                                    and the archive's own index row (archive/entry.py)
 MANIFEST_FILE = "manifest.json"    # SHA-256 of every file, written last when sealed
 REPORT_FILE = "report.md"          # a short human report
+REPORT_HTML = "report.html"        # the self-contained HTML report (model_optimizer/report)
 GIVEN_RECIPE = "recipe.given.yaml"  # the recipe file exactly as given
 
 # ----- a run (or bench) --------------------------------------------------------------------

@@ -14,6 +14,7 @@ from model_optimizer.cli.init import init
 from model_optimizer.cli.optimize import optimize
 from model_optimizer.cli.plan import plan
 from model_optimizer.cli.quantize import quantize
+from model_optimizer.cli.report import report
 from model_optimizer.cli.rollback import rollback
 from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
@@ -48,6 +49,7 @@ app.add_typer(runs_app, name="runs")
 app.command()(diff)
 app.command()(rollback)
 app.command()(status)
+app.command()(report)
 
 
 def _version(value: bool) -> None:

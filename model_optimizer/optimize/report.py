@@ -10,6 +10,7 @@ from pathlib import Path
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
+from model_optimizer.report import write_report as write_html_report
 
 COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps", "QPS"),
            ("output_tok_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
@@ -114,6 +115,7 @@ def write_outputs(archive: RunArchive, state, objective: str) -> list[dict]:
               markdown_table(rows), "", "Stage archives (under steps/):", *links, "",
               "![stages](plot.png)", ""]
     archive.write_text("report.md", "\n".join(report))
+    write_html_report(archive.path)
     return rows
 
 

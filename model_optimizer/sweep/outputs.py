@@ -16,6 +16,7 @@ from model_optimizer.archive.names import (
 )
 from model_optimizer.archive.report import fmt
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
+from model_optimizer.report import write_report as write_html_report
 from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
@@ -76,6 +77,7 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
     if rows:
         plot_sweep(archive.file(SWEEP_PLOT), state, rows, chosen)
     archive.write_text(REPORT_FILE, render_report(archive.id, loaded, state, summary, rows))
+    write_html_report(archive.path)
 
 
 def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:

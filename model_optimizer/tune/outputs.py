@@ -30,6 +30,7 @@ from model_optimizer.archive.names import (
 )
 from model_optimizer.archive.report import fmt
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
+from model_optimizer.report import write_report as write_html_report
 from model_optimizer.tune.space import TuneConfig
 
 FIGURE_COLUMNS = (*FIGURE_KEYS, *RESOURCE_KEYS)
@@ -199,6 +200,7 @@ def write_outputs(archive: RunArchive, loaded, state, config: TuneConfig, study:
                 loaded.resolved["slo"].get("ttft_p99_ms"))
     archive.write_text(REPORT_FILE, render_report(archive.id, loaded, config, summary, rows,
                                                   front, best))
+    write_html_report(archive.path)
 
 
 def snapshot_study(archive: RunArchive, study: optuna.Study) -> str | None:

@@ -125,7 +125,8 @@ def test_remeasure_plan_interleaves_knee_and_best():
          / statistics.fmean([107.0, 108.0, 105.0]) ** 2 * 2) / 4))
 
 
-#: sweep_vs_grid.py run 6 (docs/benchmarks/sweep-vs-grid.md), the probe-scan windows in their order (req/s)
+#: sweep_vs_grid.py run 6 (docs/benchmarks/sweep-vs-grid.md), the probe-scan windows in their
+#: order (req/s)
 QUIET_RUN_6 = [(1, 11.50, "grow"), (2, 13.62, "grow"), (4, 11.90, "grow"), (8, 16.40, "grow"),
                (16, 11.73, "grow"), (32, 74.80, "grow"), (48, 63.44, "bisect"),
                (24, 15.97, "bisect"), (28, 35.87, "bisect")]
