@@ -24,8 +24,8 @@ def render_report(folder: str | Path) -> str:
     recipe = entry.get("recipe_name") or "?"
     revision = entry.get("recipe_revision")
     subtitle = (f"{kind} of recipe {recipe}" + (f" revision {revision}" if revision else "")
-                + f"; {entry.get('created_at') or status.get('created_at') or ''}; vLLM "
-                f"{entry.get('vllm_version') or '?'} on {entry.get('hardware') or '?'}")
+                + f"; {entry.get('created_at') or status.get('created_at') or '-'}; vLLM "
+                f"{entry.get('vllm_version') or '-'} on {entry.get('hardware') or '-'}")
     page = Page(f"mopt {kind} {status.get('id') or folder.name}", subtitle)
     section = SECTIONS.get(kind)
     if section is None:

@@ -96,17 +96,17 @@ def _sweep_verdict(page: Page, summary: dict) -> None:
     chosen = (summary.get("chosen") or {}).get("value")
     reason = summary.get("chosen_reason") or ""
     noise = summary.get("noise") or {}
-    resolved = summary.get("resolved")
+    head = f"{summary.get('param')}={chosen}"
+    text = reason if reason.startswith(head) else f"{head}: {reason}"
     if chosen is None:
         page.verdict(f"nothing chosen: {reason}", "bad")
-    elif resolved is False:
-        page.verdict(f"{summary.get('param')}={chosen} NOT RESOLVED at this noise: {reason}",
-                     "warn")
+    elif summary.get("resolved") is False:
+        page.verdict(f"NOT RESOLVED at this noise: {text}", "warn")
     elif noise.get("exceeds_threshold"):
-        page.verdict(f"{summary.get('param')}={chosen}: {reason} (measured noise above the "
-                     "plateau threshold: the windows do not resolve this choice)", "warn")
+        page.verdict(f"{text} (measured noise above the plateau threshold: the windows do "
+                     "not resolve this choice)", "warn")
     else:
-        page.verdict(f"{summary.get('param')}={chosen}: {reason}", "ok")
+        page.verdict(text, "ok")
 
 
 def sweep_section(page: Page, folder: Path, status: dict) -> None:

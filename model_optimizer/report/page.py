@@ -20,6 +20,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;background:#fff;margin:8px 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #dde1e7;padding:4px 8px;text-align:right}th{background:#eef1f5}
 td:first-child,th:first-child{text-align:left}
+#steps td:nth-child(3),#steps td:nth-child(4),#steps td:last-child,#trials td:last-child,
+#stages td{text-align:left}
 .chart{background:#fff;border:1px solid #dde1e7;max-width:100%;height:auto}
 .axis{stroke:#5b6475}.grid{stroke:#eef1f5}.tick{font-size:11px;fill:#5b6475}
 .label{font-size:12px;fill:#1d2330}.pt{fill:#2457c5}.err{stroke:#2457c5;stroke-width:1.4}

@@ -132,9 +132,12 @@ def curve_chart(points: Sequence[Point], *, x_label: str, y_label: str,
         parts += _band(scale, band)
     if chosen is not None:
         px = scale.px(chosen)
+        right = px > WIDTH - RIGHT - 90   # near the right edge: the label goes left
+        anchor, offset = ("end", -4) if right else ("start", 4)
         parts.append(f'<line class="chosen" x1="{px:.1f}" y1="{TOP}" x2="{px:.1f}" '
-                     f'y2="{HEIGHT - BOTTOM}"/><text class="chosen-label" x="{px + 4:.1f}" '
-                     f'y="{TOP + 12}">chosen {_num(chosen)}</text>')
+                     f'y2="{HEIGHT - BOTTOM}"/><text class="chosen-label" '
+                     f'x="{px + offset:.1f}" y="{TOP + 12}" text-anchor="{anchor}">'
+                     f'chosen {_num(chosen)}</text>')
     for point in ordered:
         parts += _point(scale, point)
     parts.append("</svg>")

@@ -107,7 +107,7 @@ def test_an_unresolved_sweep_says_so_first(tmp_path):
     summary = {**SWEEP_SUMMARY, "resolved": False}
     folder = _archive(tmp_path / "sweep-2", "sweep", summary__json=summary)
     html = render_report(folder)
-    assert 'class="verdict warn"' in html and "NOT RESOLVED" in html
+    assert 'class="verdict warn"' in html and "NOT RESOLVED at this noise" in html
 
 
 def test_a_run_report_holds_the_archived_figures_and_intervals(tmp_path):

@@ -75,6 +75,11 @@ def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
     run = json.loads((steps[0] / "run.json").read_text())
     assert run["argv"][2] == "model_optimizer.load.mock_server"
     assert (archive / "manifest.json").is_file() and (archive / "report.md").is_file()
+    summary = json.loads((archive / "summary.json").read_text())
+    html = (archive / "report.html").read_text()   # sealed with the archive
+    for row in summary["steps"]:
+        assert f"<td>{row['step']}</td>" in html
+    assert f"chosen {chosen}" in html
     assert {"step", "step_done"} <= set(events)
     shown = set(SweepProgress(Console(file=io.StringIO())).handlers()) | RUN_PHASES
     assert set(events) <= shown, set(events) - shown  # every phase has a display
