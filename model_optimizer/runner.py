@@ -60,6 +60,7 @@ from model_optimizer.secrets import (
     redact_env,
     redact_override,
     redact_text,
+    redact_url,
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
@@ -327,9 +328,9 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     workload = effective_workload(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
+    shown = {"kind": "bench", "url": redact_url(base_url), "model": model_name}
     archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
-        new, loaded, [], {}, {"kind": "bench", "url": base_url, "model": model_name,
-                              "workload": workload, **(archive_extra or {})}))
+        new, loaded, [], {}, {**shown, "workload": workload, **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
@@ -342,6 +343,10 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     except KeyboardInterrupt:
         finish_metrics(measurement, workload, spec, outcome, window_s=None)
         raise
+    except MoptError:
+        raise  # bad input found late: the caller reports it
+    except Exception as exc:  # noqa: BLE001 - a run that broke is failed, never interrupted
+        _internal_failure(archive, outcome, exc)
     finally:
         items.close()
         _finalize(archive, loaded, outcome)
