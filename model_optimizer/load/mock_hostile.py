@@ -4,8 +4,8 @@ Each fault replaces the answer of some paths with one a broken or hostile server
 other paths answer as usual. The client must end every one of them in bounded time and
 memory, classified, with nothing false counted as success (docs/security.md):
 
-- ``slow_models``, ``slow_tokenize``, ``slow_metrics``, ``slow_health``: the answer starts, then one byte a
-  second, forever (a per-read timeout never fires);
+- ``slow_models``, ``slow_tokenize``, ``slow_metrics``, ``slow_health``: the answer
+  starts, then one byte a second, forever (a per-read timeout never fires);
 - ``endless_event``: ``data:`` lines forever, never the blank line that ends an SSE event;
 - ``huge_error``: HTTP 503 with a 300 MB body;
 - ``tokens_1e18``, ``tokens_1e400``: a normal stream whose ``usage`` claims that many

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model_optimizer.errors import UsageError
+from model_optimizer.load import stream as stream_module
 from model_optimizer.load.client import run_load_sync
 from model_optimizer.load.mock_server import MockServer
-from model_optimizer.load import stream as stream_module
 from model_optimizer.load.stream import (
     ERROR_BODY_READ_BYTES,
     SSEParser,
