@@ -47,6 +47,7 @@ from model_optimizer.errors import (
     UsageError,
 )
 from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.httpcall import join_url
 from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
 from model_optimizer.load.figures import Figures
@@ -302,7 +303,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     prompts = measurement.items
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
-    sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
+    sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
                                on_sample=measurement.on_sample)
     sampler.start()
     try:
