@@ -19,6 +19,7 @@ from model_optimizer.load.stream import (
     SSEParser,
     StreamError,
     error_text,
+    usage_problem,
 )
 
 WORKLOAD = {"output_tokens": 4, "concurrency": 2, "num_requests": 6, "warmup_requests": 0,
@@ -170,3 +171,13 @@ def test_the_sse_parser_stays_bounded_whatever_the_shape(pieces, cut):
         except StreamError as exc:
             assert "ran over" in str(exc)
     assert sum(map(len, parser._data_lines)) <= limit
+
+
+@given(st.one_of(st.integers(-10**500, 10**500), st.floats(), st.text(max_size=50), st.none(),
+                 st.booleans()),
+       st.integers(1, 10**6))
+def test_usage_is_plausible_only_when_it_is_a_count_within_what_was_asked(claim, asked):
+    problem = usage_problem({"completion_tokens": claim, "prompt_tokens": 5}, asked)
+    plausible = isinstance(claim, int) and not isinstance(claim, bool) and 0 <= claim <= asked
+    assert (problem is None) == plausible
+    assert problem is None or len(problem) < 200
