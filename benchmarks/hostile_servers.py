@@ -175,12 +175,19 @@ def main() -> None:
     chosen = [f for f in FAULTS if not args.faults
               or (f.hostile or ("url" if f.url_tail else "none")) in args.faults.split(",")]
     print(f"load average: {os.getloadavg()}", flush=True)
-    rows = [one(fault) for fault in chosen for _ in range(args.repeats)]
-    print("| fault | exit | s | peak RSS MB | archived | ok/measured | false success "
-          "| secret shown | goal |")
-    print("|---|---:|---:|---:|---|---|---|---|---|")
+    rows = []
+    for fault in chosen:
+        for _ in range(args.repeats):
+            rows.append(one(fault))
+            print(f"  {fault.name}: {rows[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+    base = [r["seconds"] for r in rows if r["fault"].startswith("none")]
+    base_s = min(base) if base else 0.0  # mopt's own start-up and a healthy bench
+    print("| fault | exit | s | s over baseline | peak RSS MB | archived | ok/measured "
+          "| false success | secret shown | goal |")
+    print("|---|---:|---:|---:|---:|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['fault']} | {r['exit']} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} "
+        print(f"| {r['fault']} | {r['exit']} | {r['seconds']:.1f} "
+              f"| {r['seconds'] - base_s:+.1f} | {r['peak_rss_mb']:.0f} "
               f"| {r['archived']} | {r['ok_requests']} | {'YES' if r['false_success'] else 'no'}"
               f" | {'YES' if r['secret_shown'] else 'no'} | {'met' if r['met'] else 'MISSED'} |")
     for r in rows:

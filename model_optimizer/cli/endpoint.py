@@ -15,7 +15,7 @@ from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.secrets import redact_text, redact_url
 
-MODELS_DEADLINE_S = 10.0  # total, for the /v1/models answer
+MODELS_DEADLINE_S = 5.0  # total, for the /v1/models answer (a listing, no model work)
 
 
 def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
