@@ -5,7 +5,7 @@ other paths answer as usual. The client must end every one of them in bounded ti
 memory, classified, with nothing false counted as success (docs/security.md):
 
 - ``slow_models``, ``slow_tokenize``, ``slow_metrics``, ``slow_health``: the answer
-  starts, then one byte a second, forever (a per-read timeout never fires);
+  starts, then one byte every 0.3 s, forever (a per-read timeout never fires);
 - ``endless_event``: ``data:`` lines forever, never the blank line that ends an SSE event;
 - ``huge_error``: HTTP 503 with a 300 MB body;
 - ``tokens_1e18``, ``tokens_1e400``: a normal stream whose ``usage`` claims that many
@@ -30,6 +30,7 @@ from aiohttp import web
 
 GENERATION = ("/v1/completions", "/v1/chat/completions")
 HUGE_ERROR_BYTES = 300 << 20
+DRIBBLE_S = 0.3  # shorter than any per-read timeout mopt ever used: only a total one ends it
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -39,7 +40,7 @@ async def _dribble(request: web.Request) -> web.StreamResponse:
     with _gone():
         await response.write(b'{"object": "list", "data": [')
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(DRIBBLE_S)
             await response.write(b" ")
     return response
 
