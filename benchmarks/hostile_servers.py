@@ -149,14 +149,15 @@ def one(fault: Fault) -> dict:
     ok = [r for r in records if r["ok"]]
     false = (bool(ok) and not fault.success_possible) or any(
         r["output_tokens"] != ASKED for r in ok)
-    classified = (code == 2 and "Error" in text) or status.startswith(("ok", "failed:"))
+    classified = (code == 2 and "error" in text.lower()) or status.startswith(("ok", "failed:"))
     leaked = KEY in texts or KEY in text
     return {"fault": fault.name, "exit": code, "seconds": seconds, "peak_rss_mb": peak,
             "archived": status, "ok_requests": f"{len(ok)}/{len(records)}",
             "false_success": false, "secret_shown": leaked, "classified": classified,
             "met": (seconds < TIME_GOAL_S and peak < RSS_GOAL_MB and classified
                     and not false and not leaked),
-            "cause": _cause(text, code)}
+            "cause": next((r["error"][:110] for r in records if r["error"]), "")
+            or _cause(text, code)}
 
 
 def _cause(text: str, code: int) -> str:
