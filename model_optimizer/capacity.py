@@ -48,7 +48,7 @@ from model_optimizer.runner import (
     scrub_log,
     write_start,
 )
-from model_optimizer.secrets import secret_values
+from model_optimizer.secrets import redact_url, secret_values
 from model_optimizer.signals import interrupts_deferred
 
 EventCallback = Callable[[str, dict], None]
@@ -125,7 +125,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     command = server.command if server else EngineCommand([], {})
     archive = RunArchive.create(runs_base, loaded.name, kind="capacity", start=lambda new: (
         write_start(new, loaded, command.argv, command.env,
-                    {"kind": "capacity", "url": server.base_url if server else url,
+                    {"kind": "capacity", "url": redact_url(server.base_url if server else url),
                      "model": model_name, "tokenizer": tokenizer_dir,
                      "capacity": config.__dict__, "workload": recipe["workload"]})))
     if server is not None:

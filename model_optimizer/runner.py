@@ -47,6 +47,7 @@ from model_optimizer.errors import (
     UsageError,
 )
 from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.httpcall import join_url
 from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
 from model_optimizer.load.figures import Figures
@@ -60,6 +61,7 @@ from model_optimizer.secrets import (
     redact_env,
     redact_override,
     redact_text,
+    redact_url,
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
@@ -301,7 +303,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     prompts = measurement.items
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
-    sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
+    sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
                                on_sample=measurement.on_sample)
     sampler.start()
     try:
@@ -327,9 +329,9 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     workload = effective_workload(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
+    shown = {"kind": "bench", "url": redact_url(base_url), "model": model_name}
     archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
-        new, loaded, [], {}, {"kind": "bench", "url": base_url, "model": model_name,
-                              "workload": workload, **(archive_extra or {})}))
+        new, loaded, [], {}, {**shown, "workload": workload, **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
@@ -342,6 +344,10 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     except KeyboardInterrupt:
         finish_metrics(measurement, workload, spec, outcome, window_s=None)
         raise
+    except MoptError:
+        raise  # bad input found late: the caller reports it
+    except Exception as exc:  # noqa: BLE001 - a run that broke is failed, never interrupted
+        _internal_failure(archive, outcome, exc)
     finally:
         items.close()
         _finalize(archive, loaded, outcome)

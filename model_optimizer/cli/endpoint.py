@@ -5,37 +5,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import requests
-
 from model_optimizer.cli.common import err_console
 from model_optimizer.errors import UsageError
+from model_optimizer.httpcall import HTTPCallError, call, join_url
 from model_optimizer.load.prompts import register_tokenizer
 from model_optimizer.load.server_tokenizer import ServerTokenizer
-from model_optimizer.load.workload import api_headers
+from model_optimizer.load.workload import api_headers, header_secrets
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
+from model_optimizer.secrets import redact_text, redact_url
+
+MODELS_DEADLINE_S = 5.0  # total, for the /v1/models answer (a listing, no model work)
 
 
 def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
-    """Model ids the server lists at /v1/models; UsageError when it does not answer."""
+    """Model ids the server lists at /v1/models; UsageError when it does not answer in
+    ``MODELS_DEADLINE_S`` (total) with a list."""
+    models_url = join_url(url, "/v1/models")
+    shown = redact_url(models_url)
     try:
-        session = requests.Session()
-        session.trust_env = False  # never route a benchmark through a proxy from the env
-        response = session.get(f"{url}/v1/models", timeout=10, allow_redirects=False,
-                               headers=headers or {})
-        if response.is_redirect:
-            raise UsageError(f"{url}/v1/models redirects (HTTP {response.status_code}) to "
-                             f"{response.headers.get('Location')!r}; mopt does not follow "
-                             "redirects: pass the server's own --url")
-        if response.status_code in (401, 403):
-            raise UsageError(f"{url} refused the request (HTTP {response.status_code}): it "
-                             "needs an API key; pass --api-key-env VAR (the variable holding "
-                             "it) or check that variable's value")
-        response.raise_for_status()
-        return [m["id"] for m in response.json().get("data", [])]
-    except (requests.RequestException, ValueError, KeyError) as exc:
-        raise UsageError(f"{url} does not answer /v1/models like an OpenAI-compatible server "
-                         f"({exc}); check --url and that the server is up") from None
+        reply = call("GET", models_url, headers=headers, deadline_s=MODELS_DEADLINE_S)
+        if 300 <= reply.status < 400:
+            raise UsageError(f"{shown} redirects (HTTP {reply.status}) to "
+                             f"{redact_url(reply.headers.get('location', '?'))!r}; mopt does "
+                             "not follow redirects: pass the server's own --url")
+        if reply.status in (401, 403):
+            raise UsageError(f"{redact_url(url)} refused the request (HTTP {reply.status}): "
+                             "it needs an API key; pass --api-key-env VAR (the variable "
+                             "holding it) or check that variable's value")
+        if reply.status != 200:
+            raise ValueError(f"HTTP {reply.status}")
+        return [str(m["id"]) for m in reply.json().get("data", [])]
+    except (HTTPCallError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        reason = redact_text(str(exc), header_secrets(headers or {}))
+        raise UsageError(f"{shown} does not answer like an OpenAI-compatible server "
+                         f"({reason}); check --url and that the server is up") from None
 
 
 def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
@@ -43,7 +47,7 @@ def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
     """The model to request at ``url`` (``model``, else the server's only one) and where
     prompt tokens are counted: ``tokenizer``, else the recipe's model, else the server's own
     /tokenize and /detokenize (registered under ``<url>/tokenize``)."""
-    headers = api_headers(loaded.resolved["workload"])
+    headers = api_headers(loaded.resolved["workload"], url)
     names = served_models(url, headers)
     model_name = model or (names[0] if len(names) == 1 else None)
     if model_name is None:
@@ -54,7 +58,7 @@ def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
     if recipe_given:
         return model_name, (loaded.resolved["model"].get("tokenizer")
                             or model_location(loaded.resolved, loaded.base_dir))
-    err_console.print(f"no --tokenizer or recipe: prompt tokens counted by {url}/tokenize",
-                      highlight=False)
-    return model_name, register_tokenizer(url + "/tokenize",
-                                          ServerTokenizer(url, model_name, headers))
+    server_tokenizer = ServerTokenizer(url, model_name, headers)
+    err_console.print("no --tokenizer or recipe: prompt tokens counted by "
+                      f"{server_tokenizer.location}", highlight=False)
+    return model_name, register_tokenizer(server_tokenizer.location, server_tokenizer)

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-import requests
 
 from model_optimizer.engine.classify import (
     Failure,
@@ -39,9 +38,11 @@ from model_optimizer.engine.classify import (
     classify_start_failure,
 )
 from model_optimizer.errors import EXIT_START_FAILED, MoptError
+from model_optimizer.httpcall import HTTPCallError, call, join_url
 from model_optimizer.signals import parent_death_signal
 
 LOG_TAIL_BYTES = 256 * 1024
+HEALTH_DEADLINE_S = 2.0  # total, for one /health check
 log = logging.getLogger(__name__)
 
 
@@ -135,15 +136,13 @@ class EngineProcess:
         """
         assert self.process is not None and self.started_at is not None, "start() first"
         deadline = self.started_at + self.startup_timeout_s
-        session = requests.Session()
-        session.trust_env = False
         while True:
             self._remember_descendants()
             if not self.alive():
                 self._drain()
                 failure = classify_start_failure(self.log_text(), self.process.returncode)
                 raise EngineStartError(failure, self.log_path)
-            if self._healthy(session):
+            if self._healthy():
                 self.ready_after_s = time.monotonic() - self.started_at
                 return self.ready_after_s
             if time.monotonic() > deadline:
@@ -153,10 +152,12 @@ class EngineProcess:
                 on_tick(time.monotonic() - self.started_at)
             time.sleep(poll_s)
 
-    def _healthy(self, session: requests.Session) -> bool:
+    def _healthy(self) -> bool:
+        """``/health`` answered 200 within ``HEALTH_DEADLINE_S`` in total."""
         try:
-            return session.get(f"{self.base_url}/health", timeout=2).status_code == 200
-        except requests.RequestException:
+            return call("GET", join_url(self.base_url, "/health"),
+                        deadline_s=HEALTH_DEADLINE_S, max_bytes=4096).status == 200
+        except HTTPCallError:
             return False
 
     def _drain(self, wait_s: float = 2.0) -> None:

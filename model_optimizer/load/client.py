@@ -53,7 +53,7 @@ from model_optimizer.load.stream import (
     error_text,
     fill_timings,
 )
-from model_optimizer.load.workload import WorkItem, api_headers, prompts_needed
+from model_optimizer.load.workload import WorkItem, api_headers, header_secrets, prompts_needed
 
 PROGRESS_INTERVAL_S = 0.5
 DEFAULT_MAX_DURATION_S = 120.0
@@ -66,8 +66,7 @@ ProgressCallback = Callable[[dict], None]
 # Defined in load.stream and load.workload; imported from here by load/__init__ and tests
 __all__ = ["LoadResult", "RequestRecord", "build_payload", "parse_request_rate",
            "prompts_needed", "run_load", "run_load_sync"]
-# The names these had before the stream module was split off; tests import them from here.
-_SSEParser, _StreamError, _StreamState = SSEParser, StreamError, StreamState
+_SSEParser, _StreamError, _StreamState = SSEParser, StreamError, StreamState  # older names
 
 
 @dataclass
@@ -120,6 +119,7 @@ class _LoadRun:
         self.model = model
         self.prompts = prompts
         self.url = api_url(base_url, workload.get("endpoint", "completions"))
+        self.headers = api_headers(workload, base_url)  # Bearer, or Basic from the URL
         self.chat = workload.get("endpoint", "completions") == "chat"
         self.rate = parse_request_rate(workload.get("request_rate", "inf"))
         self.concurrency = workload.get("concurrency")
@@ -153,7 +153,7 @@ class _LoadRun:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=None)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
-                                         headers=api_headers(self.workload)) as session:
+                                         headers=self.headers) as session:
             self.session = session
             monitor = asyncio.create_task(self._monitor())
             try:
@@ -288,7 +288,7 @@ class _LoadRun:
         record.finished_at = self.clock.wall(finish_perf)
         if not warmup:
             self.last_finish_perf = finish_perf
-        fill_timings(record, state)
+        fill_timings(record, state, header_secrets(self.headers))
         return record
 
     async def _post(self, payload: dict, record: RequestRecord, state: StreamState) -> None:

@@ -26,7 +26,8 @@ every ``fail_every_n``-th gets HTTP ``fail_status`` with an OpenAI error body, e
 Hostile-server faults (for hardening tests): ``redirect_to`` answers ``/v1/models`` and every
 generation request with a 307 to that URL; ``malformed_choices_every_n`` sends a chunk whose
 ``choices`` is an object; ``string_usage`` reports ``completion_tokens`` as a string;
-``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded).
+``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded);
+``hostile`` names one fault of ``mock_hostile.FAULTS`` (``--mock-hostile``).
 
 Batching: with ``max_num_seqs`` set, at most that many requests generate at once and the rest
 wait (``vllm:num_requests_waiting``); a request's clock starts when it is admitted, so
@@ -61,7 +62,7 @@ from typing import Any
 
 from aiohttp import web
 
-from model_optimizer.load import mock_tokenize
+from model_optimizer.load import mock_hostile, mock_tokenize
 from model_optimizer.load.mock_answer import Job, count_prompt_tokens, error_body
 
 _TOKENIZE_PATHS = ("/tokenize", "/detokenize")  # guarded too: stricter than vLLM's /v1 only
@@ -85,6 +86,7 @@ class MockConfig:
     malformed_choices_every_n: int = 0
     string_usage: bool = False
     no_newlines: bool = False
+    hostile: str | None = None        # a fault of mock_hostile.FAULTS
     max_num_seqs: int = 0             # 0: no batch limit
     capacity: int = 0                 # most requests the "hardware" runs at once (0: no limit)
     die_after_n: int = 0              # exit the process when request n arrives (0: never)
@@ -118,8 +120,10 @@ class MockApp:
 
     def build(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=64 * 1024 * 1024,
-                              middlewares=[self._check_key] if self.config.api_key else [])
+        middlewares = [self._check_key] if self.config.api_key else []
+        if self.config.hostile:
+            middlewares.append(mock_hostile.middleware(self.config.hostile))
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/health", self.health)
@@ -367,6 +371,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mock-fail-start", default=None)
     parser.add_argument("--mock-die-after", type=int, default=0)
     parser.add_argument("--mock-capacity", type=int, default=0)
+    parser.add_argument("--mock-hostile", choices=tuple(mock_hostile.FAULTS), default=None)
     parser.add_argument("--mock-engine-core", choices=("none", "group", "setsid"),
                         default="none")
     args, _ignored = parser.parse_known_args(argv)
@@ -393,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
                         tokens_per_chunk=args.tokens_per_chunk, fail_every_n=args.fail_every,
                         fail_status=args.fail_status, drop_every_n=args.drop_every,
                         max_num_seqs=args.max_num_seqs, capacity=args.mock_capacity,
-                        die_after_n=args.mock_die_after)
+                        die_after_n=args.mock_die_after, hostile=args.mock_hostile)
     core = start_engine_core(args.mock_engine_core)
     if core is not None:
         print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)

@@ -12,8 +12,9 @@ server does by asking it: vLLM's OpenAI server (0.32) answers
 ``ServerTokenizer`` offers the part of a Hugging Face tokenizer that ``PromptSource`` uses
 (call, ``decode``, ``len``, ``all_special_ids``) plus ``encode_chat`` (the server renders the
 template) and ``prefetch`` (many ids decoded and re-encoded concurrently). Answers are cached
-(bounded), every call has a timeout, and the API key header goes with every call (vLLM does
-not guard these paths; a stricter server may).
+(bounded), every call has a total deadline and a bounded read (``model_optimizer.httpcall``),
+and the API key header goes with every call (vLLM does not guard these paths; a stricter
+server may). Error messages never repeat the key (a server may echo it).
 
 What the endpoints cannot say is guessed, and only steers which ids random prompts are drawn
 from (the lengths stay the server's own): the vocabulary size is found by a search over
@@ -26,16 +27,17 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import requests
-
+from model_optimizer import httpcall
 from model_optimizer.errors import UsageError
+from model_optimizer.load.workload import header_secrets
+from model_optimizer.secrets import redact_text, redact_url
 
-TIMEOUT_S = 30.0
+TIMEOUT_S = 5.0  # total, per call; prompts are built before the load, on an idle server
+MAX_ANSWER_BYTES = 16 << 20
 WORKERS = 8
 CACHE_SIZE = 8192
 MAX_VOCAB = 1 << 22
@@ -49,11 +51,11 @@ class ServerTokenizer:
     def __init__(self, base_url: str, model: str | None = None,
                  headers: Mapping[str, str] | None = None, *,
                  timeout_s: float = TIMEOUT_S) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s
         self._headers = dict(headers or {})
-        self._local = threading.local()
+        self._known = header_secrets(self._headers)
         self._encode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._encode_remote)
         self._decode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._decode_remote)
         self._vocab_size: int | None = None
@@ -65,7 +67,7 @@ class ServerTokenizer:
     @property
     def location(self) -> str:
         """Where the tokens come from, as a tokenizer location (``<url>/tokenize``)."""
-        return f"{self.base_url}/tokenize"
+        return redact_url(httpcall.join_url(self.base_url, "/tokenize"))
 
     # ----- the Hugging Face tokenizer subset PromptSource uses --------------------------
 
@@ -115,41 +117,34 @@ class ServerTokenizer:
     def _decode_remote(self, token_ids: tuple[int, ...]) -> str:
         return str(self._post("/detokenize", {"tokens": list(token_ids)}, "token ids")["prompt"])
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-            session.trust_env = False  # never through a proxy from the environment
-        return session
-
     def _post(self, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
         if self.model:
             body = {"model": self.model, **body}
-        url = f"{self.base_url}{path}"
+        url = httpcall.join_url(self.base_url, path)
+        shown = redact_url(url)
         try:
-            response = self._session().post(url, json=body, headers=self._headers,
-                                             timeout=self.timeout_s, allow_redirects=False)
-        except requests.RequestException as exc:
-            raise UsageError(f"{url} did not answer ({exc}); check --url, or pass --tokenizer "
-                             "DIR to count tokens locally") from None
-        if response.status_code in _NO_ENDPOINT and not _error_message(response):
-            raise UsageError(f"{url} is not there (HTTP {response.status_code}): this server "
+            reply = httpcall.call("POST", url, json_body=body, headers=self._headers,
+                                  deadline_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES)
+        except httpcall.HTTPCallError as exc:
+            raise UsageError(f"{shown} did not answer ({exc}); check --url, or pass "
+                             "--tokenizer DIR to count tokens locally") from None
+        if reply.status in _NO_ENDPOINT and not _error_message(reply):
+            raise UsageError(f"{shown} is not there (HTTP {reply.status}): this server "
                              "has no tokenize endpoint, so mopt cannot count tokens the way it "
                              "does; pass --tokenizer DIR (the model's folder or its tokenizer "
                              "files) or --recipe FILE whose model is on this machine")
-        if response.status_code in (401, 403):
-            raise UsageError(f"{url} refused the request (HTTP {response.status_code}): pass "
+        if reply.status in (401, 403):
+            raise UsageError(f"{shown} refused the request (HTTP {reply.status}): pass "
                              "--api-key-env VAR, or --tokenizer DIR to count tokens locally")
         try:
-            response.raise_for_status()
-            answer = response.json()
+            answer = reply.json() if reply.status == 200 else None
             if not isinstance(answer, dict):
                 raise ValueError("not a JSON object")
             return answer
-        except (requests.RequestException, ValueError) as exc:
-            raise TokenizeError(f"{url} could not tokenize {what}: HTTP "
-                                f"{response.status_code} {response.text[:300]!r} ({exc})"
-                                ) from None
+        except ValueError as exc:
+            excerpt = redact_text(reply.text[:300], self._known)
+            raise TokenizeError(f"{shown} could not tokenize {what}: HTTP "
+                                f"{reply.status} {excerpt!r} ({exc})") from None
 
     def _decodes(self, token_id: int) -> bool:
         try:
@@ -168,11 +163,11 @@ class ServerTokenizer:
         return high
 
 
-def _error_message(response: requests.Response) -> str | None:
+def _error_message(reply: httpcall.Reply) -> str | None:
     """The OpenAI-style ``error.message`` of an answer (a 404 for an unknown model has one;
     a path the server does not have has none)."""
     try:
-        error = response.json().get("error")
+        error = reply.json().get("error")
     except (ValueError, AttributeError):
         return None
     return error.get("message") if isinstance(error, dict) else None

@@ -9,22 +9,33 @@ The measurement follows docs/design.md section 3 and matches ``vllm bench serve`
   ``stream_options.include_usage``); chunks are never counted for them. A stream without
   ``usage`` or without ``[DONE]`` is a failed request, as is one with an ``error`` event.
 
+What a server says is not trusted (docs/security.md): ``usage_problem`` is the one rule for
+plausible counts (``completion_tokens`` at most what was asked, both at most
+``MAX_PLAUSIBLE_TOKENS``); nothing after ``[DONE]`` is read or counted; an SSE line, an SSE
+event and an error body are each read up to a bound; a record's error text is scrubbed of
+the credentials mopt sent (a server may echo them) and of anything token-shaped.
+
 The orchestration (load shapes, window, stop, progress) is in ``model_optimizer.load.client``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
 
+from model_optimizer.httpcall import join_url
 from model_optimizer.load.workload import WorkItem
+from model_optimizer.secrets import redact_text
 
 MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
+MAX_SSE_EVENT_BYTES = 4 << 20  # so is an event (its data lines together) longer than this
 ERROR_BODY_CHARS = 300
+ERROR_BODY_READ_BYTES = 64 << 10  # of a non-200 answer's body; the rest is never read
+MAX_PLAUSIBLE_TOKENS = 1 << 24  # no model has a context this long: a count above is made up
 
 
 @dataclass
@@ -62,6 +73,7 @@ class SSEParser:
     def __init__(self) -> None:
         self._buffer = b""
         self._data_lines: list[str] = []
+        self._event_bytes = 0
 
     def feed(self, data: bytes) -> list[str]:
         """Add received bytes; return the data of every event they complete."""
@@ -88,9 +100,13 @@ class SSEParser:
         if not line:
             if self._data_lines:
                 events.append("\n".join(self._data_lines))
-                self._data_lines = []
+                self._data_lines, self._event_bytes = [], 0
         elif line.startswith(b"data:"):
             value = line[5:]
+            self._event_bytes += len(value) + 1
+            if self._event_bytes > MAX_SSE_EVENT_BYTES:
+                raise StreamError(f"an SSE event ran over {MAX_SSE_EVENT_BYTES} bytes "
+                                  "without the blank line that ends it")
             self._data_lines.append(value[1:] if value.startswith(b" ") else value)
             self._data_lines[-1] = self._data_lines[-1].decode("utf-8", errors="replace")
         # Comments (":" lines) and other fields (event:, id:, retry:) carry no data.
@@ -116,7 +132,9 @@ class StreamState:
     done: bool = False
 
     def handle(self, data: str, now_perf: float) -> None:
-        """Apply one SSE event's data."""
+        """Apply one SSE event's data; nothing after ``[DONE]`` counts."""
+        if self.done:
+            return
         if data.strip() == "[DONE]":
             self.done = True
             return
@@ -149,11 +167,10 @@ def _error_message(body: Any) -> str:
 
 
 def api_url(base_url: str, endpoint: str) -> str:
-    """``http://host:port`` or ``.../v1`` -> the full endpoint URL."""
-    base = base_url.rstrip("/")
-    base = base.removesuffix("/v1")
+    """``http://host:port`` or ``.../v1`` -> the full endpoint URL (``httpcall.join_url``:
+    the query after the path, no user info)."""
     path = "chat/completions" if endpoint == "chat" else "completions"
-    return f"{base}/v1/{path}"
+    return join_url(base_url, f"/v1/{path}")
 
 
 def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[str, Any]:
@@ -183,11 +200,18 @@ def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[
 
 
 async def error_text(response: aiohttp.ClientResponse) -> str:
-    """The error message of a non-200 response (OpenAI error JSON or raw text)."""
+    """The error message of a non-200 response (OpenAI error JSON or raw text), from at most
+    ``ERROR_BODY_READ_BYTES`` of its body."""
+    body = b""
     try:
-        text = await response.text()
-    except (aiohttp.ClientError, UnicodeDecodeError) as exc:
+        while len(body) < ERROR_BODY_READ_BYTES:
+            chunk = await response.content.read(ERROR_BODY_READ_BYTES - len(body))
+            if not chunk:
+                break
+            body += chunk
+    except aiohttp.ClientError as exc:
         return f"(unreadable body: {type(exc).__name__})"
+    text = body.decode("utf-8", errors="replace")
     try:
         return _error_message(json.loads(text))
     except ValueError:
@@ -204,19 +228,43 @@ def check_complete(record: RequestRecord, state: StreamState) -> None:
         record.error = "no generated output in stream"
     elif state.usage is None:
         record.error = "no usage in stream (server ignored stream_options.include_usage)"
-    elif not _count(state.usage.get("completion_tokens")):
-        record.error = ("malformed usage: completion_tokens is "
-                        f"{state.usage.get('completion_tokens')!r}, not a whole number")
     else:
-        record.ok = True
+        record.error = usage_problem(state.usage, record.requested_output_tokens)
+        record.ok = record.error is None
+
+
+def usage_problem(usage: Mapping[str, Any], requested: int | None) -> str | None:
+    """Why a server's ``usage`` cannot be true, or None: the one plausibility rule."""
+    output = usage.get("completion_tokens")
+    if not _count(output):
+        return f"malformed usage: completion_tokens is {_shown(output)}, not a whole number"
+    if requested is not None and output > requested:
+        return (f"implausible usage: completion_tokens {_shown(output)} for a request of at "
+                f"most {requested} tokens")
+    if output > MAX_PLAUSIBLE_TOKENS:
+        return f"implausible usage: completion_tokens {_shown(output)}"
+    prompt = usage.get("prompt_tokens")
+    if prompt is not None and not (_count(prompt) and prompt <= MAX_PLAUSIBLE_TOKENS):
+        return f"implausible usage: prompt_tokens {_shown(prompt)}"
+    return None
+
+
+def _shown(value: object) -> str:
+    """A count as an error shows it (a 300-digit number by its length)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**15 else None
+    return text[:40] if text is not None else f"a {len(str(value))}-digit number"
 
 
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def fill_timings(record: RequestRecord, state: StreamState) -> None:
-    """Copy chunk timings and usage into the record (partial ones too, for failures)."""
+def fill_timings(record: RequestRecord, state: StreamState,
+                 known: Sequence[str] = ()) -> None:
+    """Copy chunk timings and plausible usage into the record (partial ones too, for
+    failures); scrub its error of ``known`` secrets (the credentials sent) and tokens."""
+    if record.error:
+        record.error = redact_text(record.error, list(known))
     offsets = state.chunk_offsets_s
     record.chunk_offsets_s = offsets
     record.itl_s = [later - earlier for earlier, later in zip(offsets, offsets[1:], strict=False)]
@@ -224,5 +272,6 @@ def fill_timings(record: RequestRecord, state: StreamState) -> None:
         record.ttft_s, record.e2e_s = offsets[0], offsets[-1]
     if state.usage is not None:
         output, prompt = state.usage.get("completion_tokens"), state.usage.get("prompt_tokens")
-        record.output_tokens = output if _count(output) else None
-        record.prompt_tokens = prompt if _count(prompt) else None
+        plausible = usage_problem(state.usage, record.requested_output_tokens) is None
+        record.output_tokens = output if plausible else None
+        record.prompt_tokens = prompt if plausible and _count(prompt) else None

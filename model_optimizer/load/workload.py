@@ -17,6 +17,8 @@ The three forms (``workload.mix`` and ``workload.dataset`` exclude each other):
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import os
 import random
 import threading
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from model_optimizer.errors import UsageError
+from model_optimizer.httpcall import basic_auth_header
 from model_optimizer.load.dataset import DatasetEntry, read_dataset
 from model_optimizer.mix import MixSampler, parse_mix
 
@@ -244,19 +247,38 @@ def prompts_needed(workload: Mapping[str, Any]) -> int | None:
     return int(workload.get("warmup_requests") or 0) + int(workload["num_requests"])
 
 
-def api_headers(workload: Mapping[str, Any]) -> dict[str, str]:
-    """``Authorization: Bearer <key>`` read from the variable ``workload.api_key_env`` names.
+def api_headers(workload: Mapping[str, Any], base_url: str = "") -> dict[str, str]:
+    """``Authorization: Bearer <key>`` read from the variable ``workload.api_key_env`` names,
+    or ``Basic`` from ``base_url``'s ``user:password@`` (``httpcall.basic_auth_header``).
 
-    The recipe and the archive hold only the variable's name, never its value.
+    The recipe and the archive hold only the variable's name, never its value. A URL with
+    user info and an API key variable is a UsageError: a request carries one Authorization.
     """
+    basic = basic_auth_header(base_url) if base_url else {}
     name = workload.get("api_key_env")
     if not name:
-        return {}
+        return basic
+    if basic:
+        raise UsageError("--url carries user:password@ and workload.api_key_env names an API "
+                         "key: a request carries one Authorization header; drop the user info "
+                         "from --url or the API key variable")
     value = os.environ.get(name)
     if not value:
         raise UsageError(f"workload.api_key_env names {name}, which is not set (or empty) in "
                          f"mopt's environment; export {name}=<key> first")
     return {"Authorization": f"Bearer {value}"}
+
+
+def header_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials in ``headers`` (to scrub them from whatever a server echoes back)."""
+    found = []
+    for value in headers.values():
+        scheme, _, credential = value.partition(" ")
+        found.append(credential or scheme)
+        if scheme == "Basic":
+            with contextlib.suppress(ValueError):
+                found.append(base64.b64decode(credential).decode().partition(":")[2])
+    return [value for value in found if value]
 
 
 def prepare_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | None,

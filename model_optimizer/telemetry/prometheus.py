@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-import requests
+from model_optimizer.httpcall import HTTPCallError, call
 
 # Our key -> accepted sample names, current vLLM name first.
 SERIES_NAMES: dict[str, tuple[str, ...]] = {
@@ -92,15 +92,16 @@ def parse_metrics(text: str) -> dict[str, float | None]:
     return parsed
 
 
-def scrape(
-    url: str, timeout_s: float = 2.0, session: requests.Session | None = None
-) -> dict[str, float | None] | None:
-    """GET a `/metrics` URL and parse it; None on any connection error or non-200 answer."""
-    getter = session if session is not None else requests
+MAX_METRICS_BYTES = 16 << 20  # a larger /metrics page is not vLLM's: no sample
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float | None] | None:
+    """GET a `/metrics` URL (``timeout_s`` in total, at most ``MAX_METRICS_BYTES`` read) and
+    parse it; None on any connection error, late or oversized answer, or non-200 answer."""
     try:
-        response = getter.get(url, timeout=timeout_s)
-    except requests.RequestException:
+        reply = call("GET", url, deadline_s=timeout_s, max_bytes=MAX_METRICS_BYTES)
+    except HTTPCallError:
         return None
-    if response.status_code != 200:
+    if reply.status != 200 or reply.truncated:
         return None
-    return parse_metrics(response.text)
+    return parse_metrics(reply.text)

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-import requests
-
 from model_optimizer.telemetry.memory import NvmlProbe, process_tree_pids, process_tree_rss
 from model_optimizer.telemetry.prometheus import scrape
 
@@ -142,7 +140,6 @@ class TelemetrySampler:
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self._result: TelemetryResult | None = None
-        self._session = requests.Session()
         self._callback_failed = False
         self._failed_probes: set[str] = set()
 
@@ -150,7 +147,7 @@ class TelemetrySampler:
         """The vLLM series, all None when there is no URL or the scrape fails."""
         parsed = None
         if self.metrics_url:
-            parsed = scrape(self.metrics_url, self.scrape_timeout_s, session=self._session)
+            parsed = scrape(self.metrics_url, self.scrape_timeout_s)
         fields = {key: (parsed or {}).get(key) for key in VLLM_KEYS}
         for key in _COUNT_KEYS:
             if fields[key] is not None:
@@ -248,9 +245,8 @@ class TelemetrySampler:
         return 2 * (self.scrape_timeout_s + 5.0)
 
     def _close_probes(self) -> None:
-        """Close the HTTP session and (if ours) the NVML probe, ignoring errors."""
+        """Close the NVML probe (if ours), ignoring errors."""
         try:
-            self._session.close()
             if self._owns_nvml:
                 self._nvml.close()
         except Exception:

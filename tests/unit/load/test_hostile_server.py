@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from unittest import mock
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model_optimizer.errors import UsageError
+from model_optimizer.load import stream as stream_module
 from model_optimizer.load.client import run_load_sync
 from model_optimizer.load.mock_server import MockServer
+from model_optimizer.load.stream import (
+    ERROR_BODY_READ_BYTES,
+    SSEParser,
+    StreamError,
+    error_text,
+    usage_problem,
+)
 
 WORKLOAD = {"output_tokens": 4, "concurrency": 2, "num_requests": 6, "warmup_requests": 0,
             "request_timeout_s": 20, "seed": 0}
@@ -48,3 +63,121 @@ def test_stream_without_newlines_is_cut_off_with_bounded_memory():
         result = _run(server, num_requests=2, concurrency=1)
     assert time.monotonic() - started < 20
     assert all(not r.ok and "without a newline" in r.error for r in result.records)
+
+
+# ----- issue 24: a server that lies or never stops ----------------------------------------
+
+
+def test_an_sse_event_that_never_ends_is_cut_off_with_bounded_memory():
+    with MockServer(hostile="endless_event") as server:
+        started = time.monotonic()
+        result = _run(server, num_requests=2, concurrency=1)
+    assert time.monotonic() - started < 20  # the request timeout (20 s) never fires
+    assert all(not r.ok and "SSE event ran over" in r.error for r in result.records)
+
+
+def test_a_huge_error_body_is_read_only_up_to_the_cap():
+    with MockServer(hostile="huge_error") as server:
+        result = _run(server, num_requests=2, concurrency=1)
+    assert all(not r.ok and r.status == 503 and r.error.startswith("HTTP 503: ")
+               for r in result.records)
+    assert all(len(r.error) < 400 for r in result.records)
+
+
+@pytest.mark.parametrize("fault", ["tokens_1e18", "tokens_1e400"])
+def test_absurd_token_counts_are_failed_records_never_counted(fault):
+    with MockServer(hostile=fault) as server:
+        result = _run(server)
+    assert len(result.records) == 6
+    assert all(not r.ok and "implausible usage: completion_tokens" in r.error
+               and "for a request of at most 4 tokens" in r.error for r in result.records)
+    assert all(r.output_tokens is None and r.prompt_tokens is None for r in result.records)
+    assert all(len(r.error) < 200 for r in result.records)  # a 401-digit number is not shown
+
+
+def test_done_before_any_chunk_ends_the_stream_with_nothing_counted():
+    with MockServer(hostile="done_first") as server:
+        result = _run(server)
+    assert all(not r.ok and r.error == "no generated output in stream" for r in result.records)
+    assert all(r.chunk_offsets_s == [] and r.output_tokens is None for r in result.records)
+
+
+def test_events_after_done_are_never_counted():
+    with MockServer(hostile="after_done") as server:
+        result = _run(server)
+    assert all(r.ok for r in result.records)
+    assert all(len(r.chunk_offsets_s) == 4 and r.output_tokens == 4 for r in result.records)
+
+
+def test_a_bearer_key_the_server_echoes_is_scrubbed_from_the_record(monkeypatch):
+    key = "plainkey-42"  # not token-shaped: only knowing what was sent can hide it
+    monkeypatch.setenv("MOPT_UNIT_KEY", key)
+    with MockServer(hostile="echo_key") as server:
+        result = _run(server, api_key_env="MOPT_UNIT_KEY")
+    assert all(r.status == 400 and "you sent Authorization: Bearer" in r.error
+               for r in result.records)
+    assert not any(key in r.error for r in result.records)
+
+
+def test_credentials_and_a_query_in_the_url_reach_the_right_path():
+    with MockServer() as server:
+        host = server.url.removeprefix("http://")
+        result = _run(_Url(f"http://alice:pw@{host}/v1/?api_key=qk"))
+    assert all(r.ok for r in result.records), result.records[0].error
+
+
+def test_credentials_in_the_url_and_an_api_key_variable_are_refused(monkeypatch):
+    monkeypatch.setenv("MOPT_UNIT_KEY", "k")
+    with pytest.raises(UsageError, match="one Authorization header"):
+        _run(_Url("http://alice:pw@127.0.0.1:9/"), api_key_env="MOPT_UNIT_KEY")
+
+
+class _Url:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_error_text_reads_at_most_the_cap():
+    class Content:
+        given = 0
+
+        async def read(self, n: int) -> bytes:
+            self.given += n
+            return b"x" * n
+
+    class Response:
+        content = Content()
+        reason = "Service Unavailable"
+
+    text = asyncio.run(error_text(Response()))
+    assert Response.content.given == ERROR_BODY_READ_BYTES
+    assert text == "x" * 300
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([b"data: ", b"x" * 1000, b"\n", b"\r\n", b": c\n", b"\n\n",
+                                 b"event: e\n", b"data: [DONE]\n\n"]), max_size=40),
+       st.integers(64, 4096))
+def test_the_sse_parser_stays_bounded_whatever_the_shape(pieces, cut):
+    limit = 8000  # a small event cap, so that short streams reach it
+    stream = b"".join(pieces) * 4
+    parser = SSEParser()
+    with mock.patch.object(stream_module, "MAX_SSE_EVENT_BYTES", limit):
+        try:
+            for start in range(0, len(stream), cut):
+                for event in parser.feed(stream[start:start + cut]):
+                    assert len(event) <= limit
+            parser.finish()
+        except StreamError as exc:
+            assert "ran over" in str(exc)
+    assert sum(map(len, parser._data_lines)) <= limit
+
+
+@given(st.one_of(st.integers(-10**500, 10**500), st.floats(), st.text(max_size=50), st.none(),
+                 st.booleans()),
+       st.integers(1, 10**6))
+def test_usage_is_plausible_only_when_it_is_a_count_within_what_was_asked(claim, asked):
+    problem = usage_problem({"completion_tokens": claim, "prompt_tokens": 5}, asked)
+    plausible = isinstance(claim, int) and not isinstance(claim, bool) and 0 <= claim <= asked
+    assert (problem is None) == plausible
+    assert problem is None or len(problem) < 200

@@ -1,0 +1,87 @@
+"""``mopt bench --url`` against hostile servers (issue 24): what reaches the archive and the
+terminal, and how a run that broke is classified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from model_optimizer import runner
+from model_optimizer.cli.main import app
+from model_optimizer.load.mock_server import MockServer
+
+KEY = "plainkey-42"  # not token-shaped: only knowing what mopt sent can hide it
+
+
+def bench(url: str, runs: Path, *flags: str):
+    result = CliRunner().invoke(app, ["bench", "--url", url, "--num-requests", "4",
+                                      "--concurrency", "2", "--output-tokens", "4",
+                                      "--prompt-tokens", "8", "--runs-dir", str(runs),
+                                      *flags])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        repr(result.exception))
+    return result
+
+
+def archive_of(runs: Path) -> Path:
+    [archive] = [p for p in runs.iterdir() if p.is_dir()]
+    return archive
+
+
+def everything(runs: Path, result) -> str:
+    files = [p.read_text(errors="replace") for p in runs.rglob("*") if p.is_file()
+             and p.suffix != ".sqlite"]
+    return "\n".join([*files, result.output, result.stderr])
+
+
+def status(runs: Path) -> dict:
+    return json.loads((archive_of(runs) / "status.json").read_text())
+
+
+def test_url_credentials_never_reach_the_archive_or_the_terminal(tmp_path):
+    with MockServer() as server:
+        host = server.url.removeprefix("http://")
+        url = f"http://alice:pw-{KEY}@{host}/v1?api_key=q-{KEY}"
+        result = bench(url, tmp_path / "runs")
+    assert result.exit_code == 0, result.output
+    run = json.loads((archive_of(tmp_path / "runs") / "run.json").read_text())
+    assert run["url"].startswith("http://alice:***redacted***@")
+    assert KEY not in everything(tmp_path / "runs", result)
+
+
+def test_a_key_the_server_echoes_is_scrubbed_everywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOPT_UNIT_KEY", KEY)
+    with MockServer(hostile="echo_key") as server:
+        result = bench(server.url, tmp_path / "runs", "--api-key-env", "MOPT_UNIT_KEY")
+    assert result.exit_code == 5, result.output
+    archive = archive_of(tmp_path / "runs")
+    assert "you sent Authorization" in (archive / "requests.jsonl").read_text()
+    assert {"failure.json", "report.md"} <= {p.name for p in archive.iterdir()}
+    assert KEY not in everything(tmp_path / "runs", result)
+
+
+@pytest.mark.parametrize("fault", ["tokens_1e18", "tokens_1e400", "done_first"])
+def test_a_lying_server_fails_the_run_classified_with_nothing_counted(tmp_path, fault):
+    with MockServer(hostile=fault) as server:
+        result = bench(server.url, tmp_path / "runs")
+    assert result.exit_code == 5, result.output
+    assert status(tmp_path / "runs")["status"] == "failed:no_request_completed"
+    metrics = json.loads((archive_of(tmp_path / "runs") / "metrics.json").read_text())
+    assert metrics["completed"] == 0
+
+
+def test_any_exception_in_a_bench_is_a_classified_failure_not_interrupted(tmp_path,
+                                                                          monkeypatch):
+    def broken(*args, **kwargs):
+        raise OverflowError("int too large to convert to float")
+
+    monkeypatch.setattr(runner, "summarize_steady", broken)
+    with MockServer() as server:
+        result = bench(server.url, tmp_path / "runs")
+    assert result.exit_code == 5, result.output
+    assert status(tmp_path / "runs")["status"] == "failed:internal_error"
+    failure = json.loads((archive_of(tmp_path / "runs") / "failure.json").read_text())
+    assert failure["class"] == "internal_error" and "OverflowError" in failure["hint"]
