@@ -72,6 +72,17 @@ def runs_root_of(archive: str | Path) -> Path:
     return parent
 
 
+def shown_status(row: dict) -> str:
+    """A row's status for people: ``running`` whose writer is gone is ``abandoned`` (the
+    one place that is decided, for ``mopt runs`` and ``mopt status`` alike)."""
+    from model_optimizer.archive.manifest import writer_alive
+
+    if row.get("status") == "running" and not writer_alive(
+            {"pid": row.get("pid"), "updated_at": row.get("updated_at")}):
+        return "abandoned"
+    return row.get("status") or "incomplete"
+
+
 def read_json(path: Path) -> dict | None:
     """A JSON object from ``path``, or None when missing or unreadable."""
     try:
