@@ -1,10 +1,48 @@
-"""Crash-safe file writing: a reader sees the old file or the new one, never half of one."""
+"""Crash-safe file writing: a reader sees the old file or the new one, never half of one;
+an appended line is all there or not there; a full disk is recognised in one place."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
+
+#: the errors of a full file system (no space, or the user's quota reached)
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` says the file system has no room left."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Bytes free for this user on the file system holding ``path`` (its nearest existing
+    ancestor), or None when that cannot be told."""
+    here = Path(path).absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        return shutil.disk_usage(here).free
+    except OSError:
+        return None
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the open file ``fd`` entirely, or not at all: a write cut short
+    (a full disk) is truncated away before the error is raised, so no torn line stays."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, end)
+        raise
 
 
 def _default_mode() -> int:

@@ -29,6 +29,7 @@ from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_RUNNING, RunArchi
 from model_optimizer.archive.index import seal
 from model_optimizer.archive.manifest import writer_alive
 from model_optimizer.archive.names import MANIFEST_FILE, STATUS_FILE, STEPS_DIR
+from model_optimizer.archive.run import RESERVE_NAME
 from model_optimizer.engine.supervisor import OWNER_ENV, owner_tag
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ def reap_abandoned(runs_base: str | Path) -> list[Path]:
         if state != STATUS_RUNNING:
             if not (folder / MANIFEST_FILE).exists():
                 log.warning("sealing %s: it ended (%s) but was never sealed", folder, state)
+                (folder / RESERVE_NAME).unlink(missing_ok=True)
                 seal(folder)
             continue
         stopped = stop_processes(server_processes(folder))
