@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -52,8 +53,9 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename; ``mode``: the
+    permission bits (default: what open() would give a new file)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -62,7 +64,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; keep archives readable as usual
+        os.chmod(tmp, _default_mode() if mode is None else mode)  # mkstemp makes 0600
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -72,3 +74,15 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """UTF-8 text version of :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_update_text(path: str | Path, text: str) -> Path:
+    """Atomically replace the text of a user's file (a recipe): through a symbolic link,
+    the file it points to is updated, keeping its permission bits; return that file."""
+    real = Path(os.path.realpath(path))
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        mode = None
+    atomic_write_bytes(real, text.encode("utf-8"), mode)
+    return real
