@@ -1,10 +1,49 @@
-"""Crash-safe file writing: a reader sees the old file or the new one, never half of one."""
+"""Crash-safe file writing: a reader sees the old file or the new one, never half of one;
+an appended line is all there or not there; a full disk is recognised in one place."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
+
+#: the errors of a full file system (no space, or the user's quota reached)
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` says the file system has no room left."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Bytes free for this user on the file system holding ``path`` (its nearest existing
+    ancestor), or None when that cannot be told."""
+    here = Path(path).absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        return shutil.disk_usage(here).free
+    except OSError:
+        return None
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the open file ``fd`` entirely, or not at all: a write cut short
+    (a full disk) is truncated away before the error is raised, so no torn line stays."""
+    end = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, end)
+        raise
 
 
 def _default_mode() -> int:
@@ -14,8 +53,9 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename; ``mode``: the
+    permission bits (default: what open() would give a new file)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -24,7 +64,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, _default_mode())  # mkstemp makes 0600; keep archives readable as usual
+        os.chmod(tmp, _default_mode() if mode is None else mode)  # mkstemp makes 0600
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -34,3 +74,15 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """UTF-8 text version of :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_update_text(path: str | Path, text: str) -> Path:
+    """Atomically replace the text of a user's file (a recipe): through a symbolic link,
+    the file it points to is updated, keeping its permission bits; return that file."""
+    real = Path(os.path.realpath(path))
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        mode = None
+    atomic_write_bytes(real, text.encode("utf-8"), mode)
+    return real

@@ -6,6 +6,7 @@ has (NVML; CPU otherwise), the tensor-parallel size against the GPUs seen, the i
 vLLM build, a hub id that is neither in the local hub cache nor downloadable (no network
 or ``HF_HUB_OFFLINE``; looked up with huggingface_hub's offline cache lookup, nothing is
 downloaded), the local model folder and its tokenizer, and a fixed port that is taken.
+Free space under the runs dir below what a run needs (:func:`space_needed`) is a warning.
 
 A refusal is an exit-2 error located at the recipe line it concerns, with the fix;
 ``--force`` launches anyway. A GPU of another kind than the recipe names is a warning
@@ -26,12 +27,18 @@ from urllib.parse import urlparse
 
 from model_optimizer.archive.versions import dist_version
 from model_optimizer.errors import Diagnostic, RecipeError
+from model_optimizer.fsutil import free_bytes
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 HUB_PROBE_TIMEOUT_S = 3.0
 _TRUE = ("1", "true", "yes", "on")
+#: what a run's archive needs: the server log and files, then about 2 KiB per request
+#: (requests.jsonl, telemetry); a workload by duration counts as ``UNCOUNTED_REQUESTS``
+RUN_FIXED_BYTES = 16 * 1024 * 1024
+REQUEST_BYTES = 2048
+UNCOUNTED_REQUESTS = 5000
 
 
 class PreflightError(RecipeError):
@@ -125,6 +132,7 @@ class Machine:
         lambda repo, rev, filename: hub_cached(repo, rev, filename))
     hub_unreachable: Callable[[], str | None] = hub_unreachable
     port_taken: Callable[[str, int], str | None] = port_taken
+    free_bytes: Callable[[Path], int | None] = free_bytes
 
 
 @dataclass
@@ -259,22 +267,44 @@ def _check_port(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> Non
             "stop what listens there, or set engine.port: 0 to pick a free port"))
 
 
-def preflight(loaded: LoadedRecipe, machine: Machine | None = None) -> Preflight:
-    """Every preflight finding for ``loaded`` on this machine (nothing is launched)."""
+def space_needed(loaded: LoadedRecipe) -> int:
+    """Bytes a run of ``loaded`` writes into its archive, roughly and generously."""
+    workload = loaded.spec.workload
+    requests = (workload.num_requests or UNCOUNTED_REQUESTS) + workload.warmup_requests
+    return RUN_FIXED_BYTES + requests * REQUEST_BYTES
+
+
+def check_space(loaded: LoadedRecipe, machine: Machine, runs_base: Path,
+                found: Preflight) -> None:
+    """Warn when the runs dir's file system has less room than a run needs."""
+    free, need = machine.free_bytes(runs_base), space_needed(loaded)
+    if free is not None and free < need:
+        found.warnings.append(Diagnostic(
+            str(runs_base), None, None, "", f"only {free / 2**20:.1f} MiB free for the "
+            f"run's archive, which needs about {need / 2**20:.0f} MiB", "free some space, "
+            "or give another --runs-dir; a run that fills the disk ends failed:disk_full"))
+
+
+def preflight(loaded: LoadedRecipe, machine: Machine | None = None,
+              runs_base: Path | None = None) -> Preflight:
+    """Every preflight finding for ``loaded`` on this machine (nothing is launched);
+    ``runs_base``: where its archive goes (its free space is checked)."""
     machine = machine or Machine()
     found = Preflight()
     for check in (_check_accelerator, _check_model, _check_port):
         check(loaded, machine, found)
+    if runs_base is not None:
+        check_space(loaded, machine, runs_base, found)
     return found
 
 
-def enforce(loaded: LoadedRecipe, force: bool = False,
-            machine: Machine | None = None) -> list[str]:
+def enforce(loaded: LoadedRecipe, force: bool = False, machine: Machine | None = None,
+            runs_base: Path | None = None) -> list[str]:
     """Run the preflight; raise PreflightError on a refusal unless ``force``.
 
     Returns the lines to warn with (warnings, and refusals overridden by ``force``).
     """
-    found = preflight(loaded, machine)
+    found = preflight(loaded, machine, runs_base)
     if found.refusals and not force:
         raise PreflightError([*found.refusals])
     return [d.format() for d in found.warnings] + [

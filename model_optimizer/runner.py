@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from model_optimizer.archive.names import (
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
+from model_optimizer.engine.classify import DISK_FULL, INTERNAL_ERROR, exception_failure
 from model_optimizer.engine.factory import EngineFactory, plan_server
 from model_optimizer.errors import (
     EXIT_OK,
@@ -46,7 +46,7 @@ from model_optimizer.errors import (
     MoptError,
     UsageError,
 )
-from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.fsutil import atomic_write_text, disk_full
 from model_optimizer.httpcall import join_url
 from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
@@ -70,8 +70,7 @@ from model_optimizer.telemetry import TelemetrySampler, hardware_label, hardware
 log = logging.getLogger(__name__)
 EventCallback = Callable[[str, dict], None]
 NO_REQUEST_COMPLETED = "no_request_completed"
-INTERNAL_ERROR = "internal_error"
-RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR)  # during the load: exit 5
+RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR, DISK_FULL)  # exit 5
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
 DEFAULT_MIN_SUCCESS_RATE = 0.95
 
@@ -356,12 +355,10 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
 
 
 def _internal_failure(archive: RunArchive, outcome: RunOutcome, exc: Exception) -> None:
-    """A bug or an unexpected error during a run: archived as a failed run, with the trace."""
-    log.error("run %s failed inside mopt", archive.id, exc_info=exc)
-    trace = traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:]
-    outcome.failure = Failure(INTERNAL_ERROR, f"mopt itself failed: {type(exc).__name__}: "
-                              f"{exc}; please report it", [line.rstrip() for line in trace])
-    outcome.status = failed_status(INTERNAL_ERROR)
+    """A full disk, a bug or another unexpected error during a run: an archived failure."""
+    log.error("run %s failed inside mopt", archive.id, exc_info=not disk_full(exc) and exc)
+    outcome.failure = exception_failure(exc)
+    outcome.status = failed_status(outcome.failure.kind)
     with contextlib.suppress(OSError):
         archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
@@ -436,12 +433,18 @@ def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
 
 
 def _finalize(archive: RunArchive, loaded: LoadedRecipe, outcome: RunOutcome) -> None:
-    """Write metrics, status and report; runs in `finally`, so keep it exception-light."""
+    """Write metrics, status and report; runs in `finally`, so keep it exception-light.
+    A full disk ends the run failed (``disk_full``), its status written in the room the
+    archive kept for it."""
     try:
         archive.write_json(METRICS_FILE, {**outcome.metrics,
                                           "telemetry_peaks": outcome.telemetry_peaks})
         archive.write_entry(**metric_fields(outcome.metrics))
         archive.write_text(REPORT_FILE, render_run_report(archive.id, loaded.resolved, outcome))
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        _internal_failure(archive, outcome, exc)
     finally:
         archive.set_status(outcome.status, phase="finished", finished_at=utc_now(),
                            slo_met=outcome.slo_met if outcome.ok else None,

@@ -4,6 +4,7 @@
   raise KeyboardInterrupt like Ctrl-C, so the server is stopped and the archive finished.
 - ``interrupts_deferred()``: while the server is stopped and the archive sealed, those
   signals and Ctrl-C are held and re-raised as one KeyboardInterrupt afterwards.
+- ``ignore_interrupts()``: once mopt is ending on a signal, further ones are ignored.
 - ``parent_death_signal()``: a ``preexec_fn`` for a child server: Linux sends it SIGTERM
   when mopt dies, even by SIGKILL (``prctl(PR_SET_PDEATHSIG)``). Elsewhere it does nothing.
 
@@ -65,6 +66,15 @@ def interrupts_deferred() -> Iterator[None]:
             signal.signal(sig, handler)
     if received:
         raise KeyboardInterrupt
+
+
+def ignore_interrupts() -> None:
+    """Ignore Ctrl-C and the terminating signals from now on (main thread only): mopt is
+    already ending on one, and a second or third must not print a traceback on the way out."""
+    if not _in_main_thread():
+        return
+    for sig in (signal.SIGINT, *TERMINATING):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _libc_prctl() -> Callable | None:

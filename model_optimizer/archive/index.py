@@ -72,6 +72,17 @@ def runs_root_of(archive: str | Path) -> Path:
     return parent
 
 
+def shown_status(row: dict) -> str:
+    """A row's status for people: ``running`` whose writer is gone is ``abandoned`` (the
+    one place that is decided, for ``mopt runs`` and ``mopt status`` alike)."""
+    from model_optimizer.archive.manifest import writer_alive
+
+    if row.get("status") == "running" and not writer_alive(
+            {"pid": row.get("pid"), "updated_at": row.get("updated_at")}):
+        return "abandoned"
+    return row.get("status") or "incomplete"
+
+
 def read_json(path: Path) -> dict | None:
     """A JSON object from ``path``, or None when missing or unreadable."""
     try:
@@ -173,6 +184,25 @@ def _open(root: Path) -> sqlite3.Connection:
     return conn
 
 
+#: SQLite's result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB
+_CORRUPTION_CODES = (11, 26)
+
+
+def corrupt(exc: BaseException) -> bool:
+    """True when ``exc`` says the index file is damaged (any page, found at any time)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _CORRUPTION_CODES:
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and ("malformed" in text
+                                                       or "not a database" in text)
+
+
+def _remove_index(root: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        (root / (INDEX_NAME + suffix)).unlink(missing_ok=True)
+
+
 def _connect_for_write(root: Path) -> sqlite3.Connection:
     """Open (creating or, if broken or of another schema, recreating) the index. Lock held."""
     try:
@@ -184,12 +214,32 @@ def _connect_for_write(root: Path) -> sqlite3.Connection:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return conn
     except sqlite3.DatabaseError:
-        for suffix in ("", "-wal", "-shm"):
-            (root / (INDEX_NAME + suffix)).unlink(missing_ok=True)
+        _remove_index(root)
         conn = _open(root)
         conn.executescript(_SCHEMA)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return conn
+
+
+def _write(root: Path, work) -> dict:
+    """Run ``work(conn)`` in one transaction under the lock; an index found damaged on the
+    way (a corrupt page shows only when it is read) is removed and rebuilt from every
+    folder instead, once."""
+    with locked(root):
+        for attempt in (1, 2):
+            conn = _connect_for_write(root)
+            try:
+                with conn:
+                    return work(conn) if attempt == 1 else _sync(conn, root, True)
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not corrupt(exc):
+                    raise
+                log.warning("run index %s is damaged (%s); rebuilding it from the folders",
+                            root / INDEX_NAME, exc)
+            finally:
+                conn.close()
+            _remove_index(root)
+    raise AssertionError("unreachable")
 
 
 def _upsert(conn: sqlite3.Connection, rows: list[dict]) -> None:
@@ -207,13 +257,7 @@ def register(archive: str | Path) -> Path:
     """Add or update one archive's row (called when an archive is sealed); returns the root."""
     folder = Path(archive).resolve()
     root = runs_root_of(folder)
-    with locked(root):
-        conn = _connect_for_write(root)
-        try:
-            with conn:
-                _upsert(conn, [read_entry(folder, root)])
-        finally:
-            conn.close()
+    _write(root, lambda conn: _upsert(conn, [read_entry(folder, root)]))
     return root
 
 
@@ -231,14 +275,7 @@ def refresh(root: str | Path, full: bool = False) -> dict:
         if stale is not None and not any(stale.values()):
             counts["total"] = stale["count"]
             return counts
-    with locked(root):
-        conn = _connect_for_write(root)
-        try:
-            with conn:
-                counts = _sync(conn, root, full)
-        finally:
-            conn.close()
-    return counts
+    return _write(root, lambda conn: _sync(conn, root, full))
 
 
 def _stored_signatures(conn: sqlite3.Connection) -> dict[str, str]:
@@ -285,15 +322,25 @@ def all_rows(root: str | Path, refresh_first: bool = True) -> list[dict]:
     try:
         if refresh_first:
             refresh(root)
-        conn = _open(root)
         try:
-            rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, id DESC").fetchall()
-        finally:
-            conn.close()
-        return [dict(row) for row in rows]
+            return _select_all(root)
+        except sqlite3.DatabaseError as exc:
+            if not corrupt(exc):
+                raise
+            refresh(root, full=True)  # damaged where only a full read finds it: rebuild
+            return _select_all(root)
     except (OSError, sqlite3.Error) as exc:  # a read-only runs dir, a full disk, a broken index
         log.warning("run index of %s unusable (%s); reading the folders", root, exc)
         return rows_from_folders(root)
+
+
+def _select_all(root: Path) -> list[dict]:
+    conn = _open(root)
+    try:
+        rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, id DESC").fetchall()
+    finally:
+        conn.close()
+    return [dict(row) for row in rows]
 
 
 def rows_from_folders(root: Path) -> list[dict]:

@@ -15,7 +15,14 @@ Layout of ``runs/<UTC time>-<recipe name>-<short id>/``::
     manifest.json      SHA-256 of every file, written last when the run is sealed
 
 Every JSON/YAML/Markdown file is written atomically; the JSONL files are appended line by
-line and flushed, so a crash or Ctrl-C leaves a readable archive with what was measured.
+line, each line whole or not at all, so a crash or Ctrl-C leaves a readable archive with
+what was measured.
+
+A full disk: each archive holds ``RESERVE_BYTES`` of room in a hidden ``.reserve`` file from
+its creation, released (deleted) when the final status cannot be written for want of space,
+and always before sealing, so a run that filled the disk still ends with its final status
+and manifest. An archive whose start files do not fit is removed and :class:`DiskFull`
+raised: nothing half-made is left to list.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,12 +42,15 @@ import yaml
 
 from model_optimizer.archive.entry import ENTRY_KEY, checked
 from model_optimizer.archive.names import STATUS_FILE
-from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.errors import UsageError
+from model_optimizer.fsutil import append_whole, atomic_write_text, disk_full, free_bytes
 from model_optimizer.signals import interrupts_deferred
 
 RUNS_DIR_ENV = "MOPT_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
 FORMAT_VERSION = 1
+RESERVE_NAME = ".reserve"
+RESERVE_BYTES = 256 * 1024  # a final status, metrics, report and manifest with their temps
 
 STATUS_RUNNING = "running"
 STATUS_OK = "ok"
@@ -59,6 +70,17 @@ def runs_dir(explicit: str | Path | None = None) -> Path:
 def utc_now() -> str:
     """Current UTC time, ISO 8601 with a Z."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class DiskFull(UsageError):
+    """The runs dir has no room for a new archive (nothing of it was left behind)."""
+
+    def __init__(self, base: Path, exc: OSError):
+        free = free_bytes(base)
+        super().__init__(f"{base}: no space left for a new archive ({exc.strerror}; "
+                         f"{'unknown' if free is None else free} bytes free); nothing was "
+                         "run or archived. Free some space there, or give another "
+                         "--runs-dir.")
 
 
 def _slug(name: str) -> str:
@@ -95,6 +117,13 @@ class RunArchive:
                 archive.set_status(STATUS_INTERRUPTED, phase="created")
                 archive.close()
             raise
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+            if archive is not None:
+                archive.close(seal=False)
+                shutil.rmtree(archive.path, ignore_errors=True)
+            raise DiskFull(Path(base), exc) from None
         return archive
 
     @classmethod
@@ -109,7 +138,12 @@ class RunArchive:
             except FileExistsError:
                 continue
             archive = cls(path, run_id)
-            archive.set_status(STATUS_RUNNING, kind=kind, format_version=FORMAT_VERSION)
+            try:
+                archive.set_status(STATUS_RUNNING, kind=kind, format_version=FORMAT_VERSION)
+                archive.file(RESERVE_NAME).write_bytes(bytes(RESERVE_BYTES))
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
+                raise
             return archive
         raise RuntimeError(f"could not create a unique run folder under {base_path}")
 
@@ -130,15 +164,14 @@ class RunArchive:
         atomic_write_text(self.file(name), text)
 
     def append_jsonl(self, name: str, record: dict) -> None:
-        """Append one JSON line and flush it to the OS (thread-safe)."""
-        line = json.dumps(record, default=str) + "\n"
+        """Append one JSON line, whole or not at all, straight to the OS (thread-safe)."""
+        line = (json.dumps(record, default=str) + "\n").encode("utf-8")
         with self._lock:
-            handle = self._handles.get(name)
-            if handle is None:
-                handle = open(self.file(name), "a", encoding="utf-8")  # noqa: SIM115
-                self._handles[name] = handle
-            handle.write(line)
-            handle.flush()
+            fd = self._handles.get(name)
+            if fd is None:
+                fd = os.open(self.file(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+                self._handles[name] = fd
+            append_whole(fd, line)
 
     def write_entry(self, **fields: object) -> None:
         """Merge ``fields`` (of ``archive.entry.ENTRY_FIELDS``) into this archive's own row
@@ -149,12 +182,26 @@ class RunArchive:
         self.write_json(STATUS_FILE, current)
 
     def set_status(self, status: str, **details: object) -> None:
-        """Record the run's status (atomic), keeping earlier details."""
+        """Record the run's status (atomic), keeping earlier details. A final status that
+        does not fit on a full disk is written in the room the archive kept for it."""
         current = self.read_status()
         current.update(details)
         current.update({"status": status, "updated_at": utc_now(), "id": self.id,
                         "pid": os.getpid()})
-        self.write_json(STATUS_FILE, current)
+        try:
+            self.write_json(STATUS_FILE, current)
+        except OSError as exc:
+            if status == STATUS_RUNNING or not disk_full(exc) or not self.release_reserve():
+                raise
+            self.write_json(STATUS_FILE, current)
+
+    def release_reserve(self) -> bool:
+        """Give back the room kept for the archive's ending; False if there was none."""
+        try:
+            self.file(RESERVE_NAME).unlink()
+        except OSError:
+            return False
+        return True
 
     def read_status(self) -> dict:
         """The status record, or {} when none was written yet."""
@@ -163,21 +210,24 @@ class RunArchive:
         except (OSError, ValueError):
             return {}
 
-    def close(self) -> None:
+    def close(self, seal: bool = True) -> None:
         """Close the JSONL files (fsync them first); seal the archive if it has finished.
 
-        Sealing (once the status is no longer ``running``) writes ``manifest.json`` last and
-        registers the archive in ``<runs dir>/index.sqlite`` (see ``archive.index.seal``).
+        Sealing (once the status is no longer ``running``) releases the reserve, writes
+        ``manifest.json`` last and registers the archive in ``<runs dir>/index.sqlite``
+        (see ``archive.index.seal``).
         """
         with self._lock:
-            for handle in self._handles.values():
+            for fd in self._handles.values():
                 try:
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                    os.fsync(fd)
+                except OSError:
+                    pass  # what was written stays; a full disk must not stop the sealing
                 finally:
-                    handle.close()
+                    os.close(fd)
             self._handles.clear()
-        if self.read_status().get("status") not in (None, STATUS_RUNNING):
-            from model_optimizer.archive.index import seal
+        if seal and self.read_status().get("status") not in (None, STATUS_RUNNING):
+            from model_optimizer.archive.index import seal as seal_archive
 
-            seal(self.path)
+            self.release_reserve()
+            seal_archive(self.path)

@@ -124,7 +124,7 @@ def apply(
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir)
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False)
-    check_before_launch(loaded, force, err_console)
+    check_before_launch(loaded, force, err_console, runs_dir_opt)
     terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     quality = QualityOnServer(loaded, runs_dir(runs_dir_opt))

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_USAGE, MoptError, RecipeError, UsageError
+from model_optimizer.signals import ignore_interrupts
 
 console = Console()
 err_console = Console(stderr=True)
@@ -67,6 +68,7 @@ def handle_errors(func: Callable) -> Callable:
             report_error(exc, bool(kwargs.get("as_json")))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
+            ignore_interrupts()  # more quick signals: no traceback on the way out
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:  # a read-only or full

@@ -32,11 +32,13 @@ def recipe_or_current(recipe: Path | None, command: str, out: Console,
     return current.path
 
 
-def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console) -> None:
-    """Preflight ``loaded``: exit 2 (PreflightError) on a refusal, else print warnings."""
+def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console,
+                        runs_dir_opt: Path | None = None) -> None:
+    """Preflight ``loaded`` (its archive under ``runs_dir(runs_dir_opt)``): exit 2
+    (PreflightError) on a refusal, else print warnings."""
     from model_optimizer.preflight import enforce
 
-    for line in enforce(loaded, force=force):
+    for line in enforce(loaded, force=force, runs_base=runs_dir(runs_dir_opt)):
         out.print(f"preflight: {line}", style="yellow", highlight=False, markup=False,
                   soft_wrap=True)
 
@@ -59,7 +61,7 @@ def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: st
     from model_optimizer.cli.common import err_console
 
     loaded = load_chosen(recipe, overrides, command, as_json, runs_dir_opt)
-    check_before_launch(loaded, force, err_console)
+    check_before_launch(loaded, force, err_console, runs_dir_opt)
     return loaded
 
 

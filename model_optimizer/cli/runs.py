@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from model_optimizer.archive import index, runs_dir
-from model_optimizer.archive.manifest import writer_alive
 from model_optimizer.archive.names import (
     GIVEN_RECIPE,
     METRICS_FILE,
@@ -49,20 +48,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def shown_status(row: dict) -> str:
-    """The status, with ``running`` told apart from an abandoned (writer gone) archive."""
-    if row["status"] == "running" and not writer_alive(
-            {"pid": row.get("pid"), "updated_at": row.get("updated_at")}):
-        return "abandoned"
-    return row["status"]
-
-
 def select(rows: list[dict], recipe: str | None, status: str | None,
            since: datetime | None, steps: bool) -> list[dict]:
     """Filter index rows: recipe name, status (``failed`` matches every ``failed:*``), time."""
     out = []
     for row in rows:
-        shown = shown_status(row)
+        shown = index.shown_status(row)
         if not steps and row.get("parent"):
             continue
         if recipe and row.get("recipe_name") != recipe:

@@ -8,7 +8,10 @@ the GPU ones are quoted from vLLM's source (see tests/unit/engine/logs/).
 from __future__ import annotations
 
 import re
+import traceback
 from dataclasses import dataclass, field
+
+from model_optimizer.fsutil import disk_full
 
 OOM = "oom"
 KV_CACHE_TOO_SMALL = "kv_cache_too_small"
@@ -17,6 +20,8 @@ MODEL_NOT_FOUND = "model_not_found"
 STARTUP_TIMEOUT = "startup_timeout"
 ENGINE_DIED = "engine_died"
 UNKNOWN = "unknown"
+INTERNAL_ERROR = "internal_error"  # an exception inside mopt during a run
+DISK_FULL = "disk_full"            # the runs dir's file system filled up during a run
 
 #: classes that mean "this configuration does not fit in memory"
 MEMORY_CLASSES = frozenset({OOM, KV_CACHE_TOO_SMALL})
@@ -97,6 +102,19 @@ class Failure:
         lines = [f"{self.kind}: {self.hint}"]
         lines += [f"  log: {line}" for line in self.evidence[:6]]
         return "\n".join(lines)
+
+
+def exception_failure(exc: BaseException) -> Failure:
+    """The failure class of an exception raised inside mopt during a run: a full disk
+    (``fsutil.disk_full``), else a bug to report; the traceback's tail is the evidence."""
+    trace = [line.rstrip() for line in
+             traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:]]
+    if disk_full(exc):
+        return Failure(DISK_FULL, f"the disk filled up during the run ({exc}); the archive "
+                       "keeps what was measured until then: free space on the runs dir's "
+                       "file system, or give another --runs-dir", trace)
+    return Failure(INTERNAL_ERROR, f"mopt itself failed: {type(exc).__name__}: {exc}; "
+                   "please report it", trace)
 
 
 def _matching_lines(lines: list[str], patterns: list[str], limit: int = 6) -> list[str]:

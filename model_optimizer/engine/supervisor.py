@@ -43,7 +43,15 @@ from model_optimizer.signals import parent_death_signal
 
 LOG_TAIL_BYTES = 256 * 1024
 HEALTH_DEADLINE_S = 2.0  # total, for one /health check
+#: set in the server's environment (inherited by every process it starts): the archive that
+#: launched it, the proof of ownership the reaper checks before it stops anything
+OWNER_ENV = "MOPT_SERVER_ARCHIVE"
 log = logging.getLogger(__name__)
+
+
+def owner_tag(archive_folder: str | Path) -> str:
+    """The value of ``OWNER_ENV`` for servers launched by the archive at ``archive_folder``."""
+    return str(Path(archive_folder).resolve())
 
 
 class EngineStartError(MoptError):
@@ -101,7 +109,8 @@ class EngineProcess:
     def start(self) -> None:
         """Launch the server (argument list, no shell), logging to ``log_path``."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env_extra, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env_extra, "PYTHONUNBUFFERED": "1",
+               OWNER_ENV: owner_tag(self.log_path.parent)}  # the log lives in its archive
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

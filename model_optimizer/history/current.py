@@ -138,7 +138,7 @@ def current_recipe(root: str | Path, cwd: Path | None = None) -> CurrentRecipe |
                 passed_over.append(row["recipe_file"])
             continue
         return CurrentRecipe(found, revision, last_touched(row) or None,
-                             USED_BY[row["kind"]], row["id"], row.get("status") or "",
+                             USED_BY[row["kind"]], row["id"], index.shown_status(row),
                              passed_over)
     return None
 

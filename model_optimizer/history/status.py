@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from model_optimizer.archive import index
-from model_optimizer.archive.manifest import writer_alive
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.errors import RecipeError
 from model_optimizer.history.current import CurrentRecipe, current_recipe, last_touched
@@ -45,20 +44,12 @@ class Status:
         return data
 
 
-def shown_status(row: dict) -> str:
-    """A row's status, with ``running`` whose writer is gone shown as ``abandoned``."""
-    if row.get("status") == "running" and not writer_alive(
-            {"pid": row.get("pid"), "updated_at": row.get("updated_at")}):
-        return "abandoned"
-    return row.get("status") or "incomplete"
-
-
 def _recent(rows: list[dict], count: int = RECENT) -> list[dict]:
     top = sorted((r for r in rows if not r.get("parent")),
                  key=lambda r: (last_touched(r), r["id"]), reverse=True)
     keys = ("id", "kind", "recipe_name", "recipe_revision", "recipe_file", "created_at",
             "finished_at", "qps", "ttft_p99_ms", "slo_met")
-    return [{**{k: row.get(k) for k in keys}, "status": shown_status(row)}
+    return [{**{k: row.get(k) for k in keys}, "status": index.shown_status(row)}
             for row in top[:count]]
 
 

@@ -61,6 +61,8 @@ def _one_error(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagn
     """Translate one jsonschema error into diagnostics."""
     path = tuple(error.absolute_path)
     kind, schema, value = error.validator, error.schema, error.instance
+    if "propertyNames" in error.absolute_schema_path and isinstance(value, str):
+        path += (value,)  # a bad key: located at the key itself (a --set, or its line)
     if kind == "additionalProperties":
         return _unknown_keys(error, smap)
     if kind == "required":
@@ -91,7 +93,8 @@ def _one_error(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagn
         message = f"{_describe(value)} is not allowed here"
     else:
         message = error.message
-    return [smap.diagnostic(path, message, schema.get("description"))]
+    return [smap.diagnostic(path, message, schema.get("description"),
+                            prefer_key="propertyNames" in error.absolute_schema_path)]
 
 
 def schema_diagnostics(doc: dict, smap: SourceMap, version: int | None = None) -> list[Diagnostic]:

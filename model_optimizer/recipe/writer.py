@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from model_optimizer.errors import UsageError
-from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.fsutil import atomic_update_text, atomic_write_text
 
 
 def write_vllm_config(path: str | Path, config: dict, source: str,
@@ -208,7 +208,7 @@ def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
         # safety net only (no known recipe reaches it): a correct file without the comments
         text = _header(loaded.source_text) + yaml.safe_dump(intended, sort_keys=False)
     load_recipe_text(text, str(output))  # raises RecipeError: nothing written
-    atomic_write_text(output, text)
+    atomic_update_text(output, text)  # a linked recipe: its target, mode kept
     return text
 
 

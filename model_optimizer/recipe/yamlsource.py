@@ -4,14 +4,18 @@ PyYAML's safe constructor builds the data, so a ``!!python/object`` tag is an er
 code. The composed node tree is walked once more to record ``file:line:column`` for each
 dotted path and to reject duplicate keys (plain PyYAML silently keeps the last one).
 
-Hostile input stays bounded: at most ``MAX_RECIPE_BYTES`` are read (``/dev/zero`` included),
-anchors and aliases are refused before anything is built (a few hundred bytes of nested
-aliases expand to gigabytes, and a self-referencing one never ends), and nesting deeper
-than ``MAX_DEPTH`` is refused before it reaches Python's recursion limit.
+Hostile input stays bounded: only a regular file is read (a FIFO with no writer, a device
+or a socket is refused before a byte is read), at most ``MAX_RECIPE_BYTES`` of it, anchors
+and aliases are refused before anything is built (a few hundred bytes of nested aliases
+expand to gigabytes, and a self-referencing one never ends), more than ``MAX_TOKENS`` YAML
+tokens (a megabyte-long flow list) are refused while scanning, before a node is composed,
+and nesting deeper than ``MAX_DEPTH`` is refused before it reaches Python's recursion limit.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from model_optimizer.errors import Diagnostic, RecipeError
 
 MAX_RECIPE_BYTES = 1 << 20  # a recipe is a page of YAML; a megabyte is a mistake
 MAX_NODES = 100_000
+MAX_TOKENS = 20_000  # the largest shipped recipe scans to about 350 tokens
 MAX_DEPTH = 64
 
 Path_ = tuple  # a path into the document: keys and list indexes
@@ -144,10 +149,16 @@ def _yaml_error(exc: yaml.YAMLError, file: str) -> Diagnostic:
 
 
 def _refuse_aliases_and_depth(text: str, file: str) -> None:
-    """Scan the token stream: no anchors or aliases, bounded nesting (nothing built yet)."""
+    """Scan the token stream: no anchors or aliases, bounded nesting and length (nothing
+    built yet)."""
     depth = 0
     try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for count, token in enumerate(yaml.scan(text, Loader=yaml.SafeLoader)):
+            if count >= MAX_TOKENS:
+                raise RecipeError([Diagnostic(
+                    file, token.start_mark.line + 1, token.start_mark.column + 1, "",
+                    f"more than {MAX_TOKENS:,} YAML tokens; a recipe is a page of YAML",
+                    "is this the right file?")])
             if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
                 kind = "anchor" if isinstance(token, yaml.AnchorToken) else "alias"
                 raise RecipeError([Diagnostic(
@@ -206,12 +217,34 @@ def parse_yaml(raw: bytes, file: str) -> tuple[object, SourceMap]:
     return data, smap
 
 
+def _read_regular(path: str | Path, file: str) -> bytes:
+    """At most ``MAX_RECIPE_BYTES + 1`` bytes of a regular file; anything else is refused
+    before a byte is read (opened non-blocking, so a FIFO with no writer cannot hang)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device"
+                    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a plain file")
+            raise RecipeError([Diagnostic(file, None, None, "",
+                                          f"is {kind}, not a regular recipe file",
+                                          "give the path of a YAML file")])
+        chunks, left = [], MAX_RECIPE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_yaml_file(path: str | Path) -> tuple[object, SourceMap, bytes]:
     """Read and parse a YAML file (data, positions, the bytes read); errors are RecipeErrors."""
     file = str(path)
     try:
-        with open(path, "rb") as handle:  # bounded: /dev/zero must not fill memory
-            raw = handle.read(MAX_RECIPE_BYTES + 1)
+        raw = _read_regular(path, file)
     except FileNotFoundError:
         raise RecipeError([Diagnostic(file, None, None, "", "file not found",
                                       "check the path; recipes live in recipes/")]) from None

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from model_optimizer.archive import RunArchive
-from model_optimizer.engine.supervisor import EngineProcess
+from model_optimizer.engine.supervisor import OWNER_ENV, EngineProcess, owner_tag
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.signals import interrupts_deferred, terminate_as_interrupt
 
@@ -65,7 +65,7 @@ def test_server_dies_with_mopt_even_on_sigkill(tmp_path):
     parent = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from model_optimizer.engine.supervisor import EngineProcess
+        from model_optimizer.engine.supervisor import OWNER_ENV, EngineProcess, owner_tag
         engine = EngineProcess([sys.executable, "-c", "import time; time.sleep(120)"], {{}},
                                Path({str(tmp_path / 'e.log')!r}), "http://127.0.0.1:9")
         engine.start()
@@ -108,21 +108,27 @@ def test_stop_falls_back_to_kill_on_an_unexpected_error(tmp_path, monkeypatch):
     assert _gone(engine.pid, 5)
 
 
-def _abandoned(runs: Path, server: subprocess.Popen, started: float) -> Path:
+def _abandoned(runs: Path, server_pid: int, started: float) -> Path:
     archive = RunArchive.create(runs, "r")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     status = json.loads((archive.path / "status.json").read_text())
-    status.update(pid=int(dead.stdout), server_pid=server.pid, server_started=started)
+    status.update(pid=int(dead.stdout), server_pid=server_pid, server_started=started)
     (archive.path / "status.json").write_text(json.dumps(status))
     return archive.path
 
 
+def _sleeper(owner: Path | None = None) -> subprocess.Popen:
+    """A server stand-in in its own group; ``owner``: the archive that launched it."""
+    env = {**os.environ, OWNER_ENV: owner_tag(owner)} if owner else None
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True, env=env)
+
+
 def test_next_command_reaps_an_abandoned_server_group(tmp_path):
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                              start_new_session=True)
+    folder = _abandoned(tmp_path, 0, 0.0)
+    server = _sleeper(folder)
     try:
-        folder = _abandoned(tmp_path, server, psutil.Process(server.pid).create_time())
         assert reap_abandoned(tmp_path) == [folder]
         assert server.wait(timeout=15) is not None
         status = json.loads((folder / "status.json").read_text())
@@ -132,14 +138,12 @@ def test_next_command_reaps_an_abandoned_server_group(tmp_path):
         server.kill()
 
 
-def test_reaper_never_touches_a_reused_pid(tmp_path):
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                              start_new_session=True)
+def test_reaper_never_touches_a_process_it_cannot_prove_is_its_server(tmp_path):
+    server = _sleeper()  # pid and start time recorded right, but not launched by the archive
     try:
-        started = psutil.Process(server.pid).create_time() - 100  # another process's time
-        folder = _abandoned(tmp_path, server, started)
+        folder = _abandoned(tmp_path, server.pid, psutil.Process(server.pid).create_time())
         assert reap_abandoned(tmp_path) == [folder]
-        assert server.poll() is None  # still running: not ours
+        assert server.poll() is None  # still running: not proven ours
         assert not json.loads((folder / "status.json").read_text())["abandoned_server_stopped"]
     finally:
         server.kill()

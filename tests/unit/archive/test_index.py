@@ -128,3 +128,43 @@ def test_concurrent_writers_lose_nothing(tmp_path, recipe):
     conn.close()
     assert registered == folders  # every seal registered, before any refresh
     assert conn is not None and index.refresh(runs)["updated"] == 0
+
+
+def _finished_archives(runs, count: int) -> set[str]:
+    made = set()
+    for number in range(count):
+        archive = RunArchive.create(runs, f"recipe-with-a-long-name-{number:03d}" + "x" * 30)
+        archive.set_status("ok", phase="finished", note="y" * 200)
+        archive.close()
+        made.add(archive.id)
+    return made
+
+
+def test_an_index_with_corrupt_pages_is_rebuilt(tmp_path):
+    runs = tmp_path / "runs"
+    made = _finished_archives(runs, 40)
+    with sqlite3.connect(runs / index.INDEX_NAME) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray((runs / index.INDEX_NAME).read_bytes())
+    assert len(data) >= 4 * 4096  # several pages: the header page stays readable
+    data[4096:] = b"\xa5" * (len(data) - 4096)  # every page but the first is garbage
+    (runs / index.INDEX_NAME).write_bytes(bytes(data))
+    conn = sqlite3.connect(runs / index.INDEX_NAME)
+    with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+        conn.execute("SELECT * FROM runs").fetchall()
+    conn.close()
+    assert index.refresh(runs, full=True)["total"] == 40  # mopt runs --reindex
+    assert ids(runs) == made
+    data = bytearray((runs / index.INDEX_NAME).read_bytes())
+    data[4096:] = b"\xa5" * (len(data) - 4096)
+    (runs / index.INDEX_NAME).write_bytes(bytes(data))
+    assert ids(runs) == made  # a plain listing rebuilds it too
+    extra = RunArchive.create(runs, "late")
+    data = bytearray((runs / index.INDEX_NAME).read_bytes())
+    data[4096:] = b"\xa5" * (len(data) - 4096)
+    (runs / index.INDEX_NAME).write_bytes(bytes(data))
+    extra.set_status("ok")
+    extra.close()  # sealing registers it in a damaged index: rebuilt
+    assert ids(runs) == made | {extra.id}
+    assert {r["id"] for r in index.all_rows(runs, refresh_first=False)} == made | {extra.id}

@@ -63,3 +63,17 @@ def test_a_manifest_entry_outside_the_archive_is_a_problem(tmp_path):
     (run / "manifest.json").write_text(json.dumps(manifest))
     problems = verify_archive(run)
     assert [p.kind for p in problems] == ["outside_archive"]
+
+
+def test_rollback_of_a_linked_recipe_updates_its_target_and_keeps_its_mode(tmp_path):
+    (tmp_path / "config").mkdir()
+    real = tiny_recipe(tmp_path / "config")
+    real.chmod(0o640)
+    link = tmp_path / "tiny.yaml"
+    link.symlink_to(real)
+    run = make_run(tmp_path / "runs", link, ["engine.max_num_seqs=4"])
+    rollback(run.name, tmp_path / "runs")
+    assert link.is_symlink() and link.resolve() == real
+    assert "revision: 2" in real.read_text() and "max_num_seqs: 4" in real.read_text()
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in (tmp_path / "config").iterdir()) == ["tiny.yaml"]

@@ -130,3 +130,14 @@ def test_a_changed_pinned_checkpoint_is_drift(tmp_path):
     (model / "config.json").write_text((model / "config.json").read_text() + "\n")
     [message] = gather(runs, cwd=tmp_path, probe=CPU_ONLY).drift
     assert message.startswith("checkpoint ") and "config.json changed" in message
+
+
+def test_an_abandoned_current_run_is_not_called_running(tmp_path):
+    recipe = tiny_recipe(tmp_path)
+    runs = tmp_path / "runs"
+    run = make_run(runs, recipe, seal=False)
+    state = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**state, "pid": 2**22 + 7}))
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    assert report.current.status == "abandoned" and report.recent[0]["status"] == "abandoned"
+    assert "running" not in "\n".join(status_lines(report))

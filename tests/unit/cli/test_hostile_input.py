@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import time
 
 import pytest
@@ -30,8 +31,28 @@ def test_markup_in_a_path_is_printed_as_written(tmp_path):
 def test_validate_dev_zero_is_bounded():
     started = time.monotonic()
     result = invoke("validate", "/dev/zero")
-    assert result.exit_code == 2 and "the limit for recipes" in result.output
+    assert result.exit_code == 2 and "is a device, not a regular recipe file" in result.output
     assert time.monotonic() - started < 10
+
+
+def test_validate_a_fifo_without_a_writer_does_not_hang(tmp_path):
+    fifo = tmp_path / "recipe.yaml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    result = invoke("validate", str(fifo))
+    assert result.exit_code == 2 and "is a FIFO (named pipe)" in result.output
+    assert time.monotonic() - started < 5
+
+
+def test_a_megabyte_flow_list_is_refused_fast(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    items = ",".join(["1"] * 340_000)
+    recipe.write_text("recipe_version: 1\nname: x\nmodel: {path: m}\nflow: [" + items + "]\n")
+    assert recipe.stat().st_size < 1 << 20
+    started = time.monotonic()
+    result = invoke("validate", str(recipe))
+    assert result.exit_code == 2 and "YAML tokens" in result.output
+    assert time.monotonic() - started < 5
 
 
 def test_runs_since_an_absurd_duration_lists_everything(tmp_path):

@@ -6,6 +6,8 @@ scalars, inside a valid recipe or on their own. ``mopt validate`` must answer 0 
 a message, within a time and memory bound, for every one of them.
 """
 
+import os
+import socket
 import time
 import tracemalloc
 
@@ -71,6 +73,12 @@ documents = st.one_of(
         lambda n: HEADER + "a: &a [1, 2]\n" + "".join(
             f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i - 1}'}, "
             f"*{'a' if i == 0 else f'b{i - 1}'}]\n" for i in range(n[0]))),
+    # a flow list up to half the byte limit: refused while scanning, not after a full parse
+    st.integers(1_000, 250_000).map(lambda n: HEADER + "a: [" + ",".join(["1"] * n) + "]\n"),
+    # huge integers where the schema has ceilings
+    st.tuples(st.sampled_from(["workload: {prompt_tokens: ", "workload: {concurrency: ",
+                               "engine: {max_num_seqs: ", "engine: {max_model_len: "]),
+              st.integers(10**6, 10**40)).map(lambda kv: HEADER + f"{kv[0]}{kv[1]}}}\n"),
 )
 
 
@@ -96,3 +104,27 @@ def test_hostile_yaml_gets_exit_2_or_ok_without_traceback(tmp_path_factory, text
     if result.exit_code == 2:
         assert str(path) in result.output  # the message names the file
     assert elapsed < TIME_BOUND_S and peak < MEMORY_BOUND_BYTES, (elapsed, peak)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(["fifo", "device", "socket", "folder"]))
+def test_a_recipe_that_is_not_a_regular_file_is_refused_at_once(tmp_path_factory, kind):
+    folder = tmp_path_factory.mktemp("kinds")
+    path, keep = folder / "r.yaml", None
+    if kind == "fifo":
+        os.mkfifo(path)  # nobody ever writes to it: reading it would block forever
+    elif kind == "socket":
+        keep = socket.socket(socket.AF_UNIX)
+        keep.bind(str(path))
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path = "/dev/zero"
+    started = time.perf_counter()
+    try:
+        result = CliRunner().invoke(app, ["validate", str(path)])
+    finally:
+        if keep is not None:
+            keep.close()
+    assert result.exit_code == 2 and str(path) in result.output, result.output
+    assert "Traceback" not in result.output and time.perf_counter() - started < TIME_BOUND_S

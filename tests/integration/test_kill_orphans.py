@@ -1,0 +1,85 @@
+"""Real vLLM: ``kill -9`` of mopt during ``apply`` and during a probe-scan ``sweep`` leaves no
+vLLM process (API server or EngineCore) within 15 s, and the next mopt command reaps the
+abandoned archives and says so. One test, two launches: the sweep is the apply's next
+command; the reaper is the sweep's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from model_optimizer.reaper import reap_abandoned
+
+from .conftest import TEST_MARK, TINY_RECIPE, read_jsonl, run_mopt, start_mopt, vllm_processes
+
+pytestmark = pytest.mark.integration
+CLEAN_WITHIN_S = 15.0
+
+
+def _measuring(runs: Path, proc, skip: set[Path], count: int = 3, timeout: float = 400) -> Path:
+    """The archive (not in ``skip``) whose load has ``count`` measured requests."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "mopt exited before its load started"
+        for log in runs.rglob("requests.jsonl"):
+            if log.parent not in skip and sum(
+                    not r.get("warmup") for r in read_jsonl(log)) >= count:
+                return log.parent
+        time.sleep(0.3)
+    raise AssertionError("the load did not start in time")
+
+
+def _kill_and_time_clean(proc, mark: str) -> float:
+    """SIGKILL mopt; seconds until no vLLM process of this test is left (or the bound)."""
+    assert vllm_processes(mark), "expected a vLLM server while mopt measures"
+    proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    proc.wait(timeout=30)
+    while vllm_processes(mark) and time.monotonic() - killed < CLEAN_WITHIN_S + 30:
+        time.sleep(0.1)
+    return time.monotonic() - killed
+
+
+def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
+    mark, runs = os.environ[TEST_MARK], tmp_path / "runs"
+    recipe = tmp_path / "tiny-cpu.yaml"
+    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    apply = start_mopt("apply", str(recipe), "--runs-dir", str(runs),
+                       "--set", "workload.num_requests=100000",
+                       "--set", "workload.duration_s=300", log=tmp_path / "apply.log")
+    try:
+        applied = _measuring(runs, apply, set())
+        apply_clean_s = _kill_and_time_clean(apply, mark)
+    finally:
+        apply.kill()
+    print(f"time to clean after kill -9 of apply: {apply_clean_s:.1f} s")
+    assert apply_clean_s <= CLEAN_WITHIN_S, apply_clean_s
+
+    sweep = start_mopt("sweep", str(recipe), "--param", "max_num_seqs", "--start", "1",
+                       "--growth", "4", "--max", "16", "--runs-dir", str(runs),
+                       "--set", "sweep.strategy=probe-scan", "--set", "workload.duration_s=120",
+                       log=tmp_path / "sweep.log")
+    try:
+        _measuring(runs, sweep, {applied})
+        sweep_clean_s = _kill_and_time_clean(sweep, mark)
+    finally:
+        sweep.kill()
+    print(f"time to clean after kill -9 of sweep (probe-scan): {sweep_clean_s:.1f} s")
+    assert sweep_clean_s <= CLEAN_WITHIN_S, sweep_clean_s
+    # the sweep was the apply's next command: it reaped that archive and said so
+    assert f"reaped abandoned run {applied.name}" in (tmp_path / "sweep.log").read_text()
+    assert json.loads((applied / "status.json").read_text())["status"] == "interrupted"
+
+    reaped = reap_abandoned(runs)  # what the sweep's next command does first
+    assert reaped and all(json.loads((p / "status.json").read_text())
+                          ["abandoned_processes_stopped"] == 0 for p in reaped)
+    listed = run_mopt("runs", "--runs-dir", str(runs), "--steps", "--json")
+    assert listed.returncode == 0, listed.stderr
+    statuses = {row["id"]: row["status"] for row in json.loads(listed.stdout)}
+    assert statuses and not {"running", "abandoned"} & set(statuses.values()), statuses
