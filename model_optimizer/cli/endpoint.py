@@ -38,7 +38,8 @@ def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
         return [str(m["id"]) for m in reply.json().get("data", [])]
     except (HTTPCallError, ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = redact_text(str(exc), header_secrets(headers or {}))
-        raise UsageError(f"{shown} does not answer like an OpenAI-compatible server "
+        raise UsageError(f"{redact_url(url)} does not answer /v1/models like an "
+                         "OpenAI-compatible server "
                          f"({reason}); check --url and that the server is up") from None
 
 
