@@ -37,7 +37,7 @@ def write_recipe(folder: Path, model: Path, *, pins: bool = False, accelerator: 
         files = "".join(f"\n        {n}: {d}" for n, d in found.files.items())
         pin_block = f"\n  pins:\n    sha256: {found.sha256}\n    files:{files}"
     hardware = ("accelerator: cpu\n  memory_gib: 2" if accelerator == "cpu"
-                else f"accelerator: {accelerator}")
+                else f"accelerator: {accelerator}\n  count: 2")
     env = '  env:\n    VLLM_CPU_KVCACHE_SPACE: "1"\n' if accelerator == "cpu" else ""
     kv = "" if accelerator == "cpu" else "  tensor_parallel_size: 2\n"
     text = (f"recipe_version: 1\nname: tiny-export\nrevision: 3\nmodel:\n  path: {model}\n"
