@@ -36,6 +36,8 @@ EXPORT_FILE = "export.json"
 EXPORTED_DIR = "exported"
 #: the default image of the tune workers: vLLM's image with mopt installed (docs/deploy.md)
 TUNE_IMAGE = "mopt-worker:latest"
+#: secret-looking names that hold the shell's working directory
+SHELL_PATH_VARIABLES = frozenset({"PWD", "OLDPWD"})
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,11 @@ def render_files(dep: Deployment, loaded: LoadedRecipe, folder: Path,
 
 
 def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
-    """Values of this process's secret-named variables (they must appear in no export)."""
+    """Values of this process's secret-named variables (they must appear in no export);
+    the shell's working directories (``PWD`` reads as "password") and paths are not."""
     environ = os.environ if environ is None else environ
-    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= 4]
+    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= 4
+            and k not in SHELL_PATH_VARIABLES and not v.startswith("/")]
 
 
 def check_no_secrets(files: dict[str, str], known: list[str]) -> None:

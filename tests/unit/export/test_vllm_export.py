@@ -12,6 +12,7 @@ import yaml
 
 from model_optimizer.export import ExportError, ExportOptions, build_deployment, export_recipe
 from model_optimizer.export.deployment import VLLM_DEFAULT_PORT, host_memory_gib, split_env
+from model_optimizer.export.run import check_no_secrets, environment_secrets
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import load_recipe
 from model_optimizer.recipe.render import SERVER_MODULE, engine_options, server_env
@@ -118,3 +119,13 @@ def test_a_literal_secret_is_refused_before_anything_is_written():
 
 def test_the_default_interpreter_is_the_one_mopt_runs_under():
     assert ExportOptions(("vllm",)).python == sys.executable
+
+
+def test_the_working_directory_is_no_secret_but_a_token_is():
+    environ = {"PWD": "/home/me/models", "OLDPWD": "/srv", "DB_PASSWORD": "hunter2hunter2",
+               "HF_TOKEN": "hf_" + "Q7zX9kLm2Np4Rt6Vw8Yb0Cd3Fg5Hj", "HOME": "/root"}
+    assert sorted(environment_secrets(environ)) == sorted(
+        ["hunter2hunter2", "hf_" + "Q7zX9kLm2Np4Rt6Vw8Yb0Cd3Fg5Hj"])
+    with pytest.raises(ExportError, match="compose.yaml: the export would contain a secret"):
+        check_no_secrets({"vllm.yaml": "model: /home/me/models\n",
+                          "compose.yaml": "x: hunter2hunter2\n"}, ["hunter2hunter2"])
