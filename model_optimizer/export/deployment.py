@@ -29,7 +29,6 @@ from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import (
     SERVER_MODULE,
-    engine_options,
     model_location,
     server_env,
     vllm_config,
@@ -202,7 +201,3 @@ def _dns_name(name: str) -> str:
     cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
     return ("mopt-" + cleaned)[:53].rstrip("-") if cleaned else "mopt-server"
 
-
-def options_summary(loaded: LoadedRecipe) -> list[tuple[str, object]]:
-    """The recipe's vLLM options (for reports)."""
-    return engine_options(loaded.spec, loaded.base_dir)
