@@ -34,6 +34,7 @@ from model_optimizer.archive.report import fmt
 from model_optimizer.engine.factory import EngineCommand, EngineFactory, plan_server
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.load.rate_search import RateSearchConfig, RateStep, judge, next_rate, summary
+from model_optimizer.load.sizing import size
 from model_optimizer.load.workload import ItemsFrom
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
@@ -53,8 +54,10 @@ from model_optimizer.signals import interrupts_deferred
 
 EventCallback = Callable[[str, dict], None]
 OVERRUN_FACTOR = 1.5
-WINDOW_FIGURES = ("qps", "goodput_qps", "completed", "failed", "ttft_p50_ms", "ttft_p99_ms",
-                  "tpot_p50_ms", "e2e_p99_ms", "slo_violations", "window_s")
+#: fraction of the sustainable rate each server keeps free when sizing a fleet
+DEFAULT_HEADROOM = 0.2
+WINDOW_FIGURES = ("qps", "goodput_qps", "output_tok_s", "completed", "failed", "ttft_p50_ms",
+                  "ttft_p99_ms", "tpot_p50_ms", "e2e_p99_ms", "slo_violations", "window_s")
 
 
 @dataclass
@@ -107,9 +110,13 @@ def window_workload(workload: dict, rate: float, config: RateSearchConfig, index
 def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None = None,
                  model_name: str | None = None, tokenizer_dir: str | None = None,
                  on_event: EventCallback | None = None,
-                 engine_factory: EngineFactory | None = None) -> CapacityOutcome:
+                 engine_factory: EngineFactory | None = None,
+                 target_rate: float | None = None, headroom: float = DEFAULT_HEADROOM
+                 ) -> CapacityOutcome:
     """Search the capacity of ``loaded`` on one server (launched unless ``url`` is given;
-    ``engine_factory`` chooses the server process, vLLM by default)."""
+    ``engine_factory`` chooses the server process, vLLM by default); the answer is sized
+    for ``target_rate`` req/s with ``headroom`` and priced from ``hardware.price_per_hour``
+    (``result["sizing"]``, see ``load.sizing``)."""
     emit = on_event or (lambda phase, data: None)
     recipe = loaded.resolved
     config = RateSearchConfig(**loaded.spec.capacity.model_dump())
@@ -153,6 +160,8 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
                 scrub_log(archive.file(ENGINE_LOG),
                           secret_values(engine.argv, engine.env_extra))
             outcome.result = summary(config, steps)
+            outcome.result["sizing"] = size(outcome.result, target_rate, headroom,
+                                            loaded.spec.hardware.price_per_hour).to_dict()
             _finalize(archive, loaded, outcome, steps)
         emit("done", outcome.to_dict())
     return outcome
@@ -192,6 +201,8 @@ def _search(archive, loaded, url, model_name, config, items, engine, steps, emit
         figures = {key: window.metrics.get(key) for key in WINDOW_FIGURES}
         figures["classes"] = window.metrics.get("classes")
         figures["stopped_reason"] = result.stopped_reason
+        figures["preemptions"] = window.telemetry_peaks.get("preemptions")
+        figures["kv_cache_usage_max"] = window.telemetry_peaks.get("kv_cache_usage_perc_max")
         steps.append(RateStep(rate, passed, reason, figures))
         archive.append_jsonl(WINDOWS_FILE, {"window": index, "rate": rate,
                                                "passed": passed, "reason": reason, **figures})
@@ -227,7 +238,8 @@ def render_capacity_report(run_id: str, loaded: LoadedRecipe, outcome: CapacityO
              f"{loaded.resolved['revision']}", f"- status: **{outcome.status}**",
              f"- capacity: {answer}; first failing rate: "
              f"{fmt(result.get('first_failing_rps'), 3)} req/s",
-             f"- SLOs: {slo or 'none'}", f"- stop: {result.get('stop_reason')}", "",
+             f"- SLOs: {slo or 'none'}", f"- stop: {result.get('stop_reason')}",
+             *sizing_lines(result.get("sizing")), "",
              "| window | offered req/s | passed | goodput | req/s | TTFT p99 ms | why |",
              "|---:|---:|---|---:|---:|---:|---|"]
     for index, step in enumerate(result.get("steps", [])):
@@ -235,3 +247,22 @@ def render_capacity_report(run_id: str, loaded: LoadedRecipe, outcome: CapacityO
                      f"{fmt(step.get('goodput_qps'), 2)} | {fmt(step.get('qps'), 2)} | "
                      f"{fmt(step.get('ttft_p99_ms'))} | {step['reason']} |")
     return "\n".join(lines) + "\n"
+
+
+def sizing_lines(sizing: dict | None) -> list[str]:
+    """The fleet answer (``load.sizing``) as report lines: limit, replicas, cost."""
+    if not sizing:
+        return []
+    lines = [f"- binding limit: {sizing['binding_limit']}"]
+    if sizing.get("target_rps"):
+        lines.append(f"- replicas for {sizing['target_rps']:g} req/s with "
+                     f"{sizing['headroom']:.0%} headroom: **{fmt(sizing['replicas'])}** "
+                     f"(if capacity were the first failing rate: "
+                     f"{fmt(sizing['replicas_optimistic'])})")
+    if sizing.get("cost_per_hour") is not None:
+        lines.append(f"- cost: {sizing['cost_per_hour']:.4g} per hour, "
+                     f"{fmt(sizing['cost_per_million_output_tokens'], 4)} per million output "
+                     f"tokens (hardware.price_per_hour {sizing['price_per_hour']:g})")
+    else:
+        lines.append("- cost: set hardware.price_per_hour in the recipe to get it")
+    return lines

@@ -25,8 +25,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # run folders, manifests, the index (each archive kind writes its own index row)
     ("archive",),
     # tools on recipes and archives, independent of each other: checks before a launch
-    # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard)
-    ("preflight", "reaper", "onboard"),
+    # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard), a
+    # recipe as a deployment: vLLM config, Compose, Kubernetes, systemd (export)
+    ("preflight", "reaper", "onboard", "export"),
     # making a quantized checkpoint (llm-compressor in its own venv), its pins
     ("quantize",),
     # one measured, archived run of one recipe

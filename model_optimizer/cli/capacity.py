@@ -9,7 +9,7 @@ import typer
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.capacity import run_capacity
+from model_optimizer.capacity import DEFAULT_HEADROOM, run_capacity, sizing_lines
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -57,6 +57,12 @@ def capacity(
     tokenizer: Annotated[Path | None, typer.Option(
         help="With --url: tokenizer folder (default: the recipe's model; without a recipe, "
         "the server's own /tokenize and /detokenize).")] = None,
+    target_rate: Annotated[float | None, typer.Option(
+        "--target-rate", help="Also size a fleet: servers needed "
+        "for this many req/s, each kept at (1 - headroom) of the rate that passed.")] = None,
+    headroom: Annotated[float, typer.Option(
+        min=0.0, max=0.95, help="Fraction of each server's sustainable rate left free when "
+        "sizing for --target-rate.")] = DEFAULT_HEADROOM,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
@@ -66,9 +72,14 @@ def capacity(
     Rates grow by capacity.growth from capacity.start_rate until one fails, then bisect to
     capacity.resolution; each rate is a capacity.window_s window of open-loop arrivals. A
     rate passes when every SLO (per class too) holds and goodput is at least
-    capacity.min_goodput_fraction of the offered rate. Exit 0 with a capacity, 4 when no
+    capacity.min_goodput_fraction of the offered rate. The answer names the limit that
+    bound it (TTFT p99, KV capacity, preemptions, ...), the servers needed for
+    --target-rate, and the cost per hour and per million output tokens when the recipe sets
+    hardware.price_per_hour (mopt knows no prices). Exit 0 with a capacity, 4 when no
     rate passed, 2 bad input, 3 the server failed to start, 5 it died, 130 interrupted.
     """
+    if target_rate is not None and target_rate <= 0:
+        raise UsageError(f"--target-rate {target_rate:g}: give a rate above 0 req/s")
     if recipe is None and url is None:
         raise UsageError("mopt capacity needs a RECIPE to launch, or --url of a running "
                          "server (then the recipe is optional)")
@@ -81,7 +92,8 @@ def capacity(
                                                    recipe_given=recipe is not None)
     with CapacityProgress(err_console) as progress:
         outcome = run_capacity(loaded, runs_dir(runs_dir_opt), url=url, model_name=model_name,
-                               tokenizer_dir=tokenizer_dir, on_event=progress)
+                               tokenizer_dir=tokenizer_dir, on_event=progress,
+                               target_rate=target_rate, headroom=headroom)
     if as_json:
         print_json(outcome.to_dict())
     else:
@@ -91,5 +103,8 @@ def capacity(
                       f"(first failing rate {fmt(result.get('first_failing_rps'), 3)}); "
                       f"{result.get('windows')} windows; {result.get('stop_reason')}",
                       highlight=False)
+        for line in sizing_lines(result.get("sizing")):
+            console.print(line.removeprefix("- ").replace("**", ""), highlight=False,
+                          markup=False, soft_wrap=True)
         console.print(f"archive: {outcome.archive}", highlight=False)
     raise typer.Exit(outcome.exit_code)

@@ -10,6 +10,7 @@ from model_optimizer.cli.bench import bench
 from model_optimizer.cli.capacity import capacity
 from model_optimizer.cli.diff import diff
 from model_optimizer.cli.eval import eval_command
+from model_optimizer.cli.export import export
 from model_optimizer.cli.init import init
 from model_optimizer.cli.optimize import optimize
 from model_optimizer.cli.plan import plan
@@ -40,6 +41,7 @@ app.command()(apply)
 app.command()(bench)
 app.command("eval")(eval_command)
 app.command()(capacity)
+app.command()(export)
 app.command()(sweep)
 app.command()(tune)
 app.command()(quantize)

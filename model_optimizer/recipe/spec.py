@@ -110,6 +110,7 @@ class HardwareSpec(_Spec):
     memory_gib: Number | None = None
     bandwidth_gbps: Number | None = None
     count: int = 1
+    price_per_hour: Number | None = None
 
 
 class MixClassSpec(_Spec):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -18,12 +19,14 @@ def test_capacity_brackets_the_highest_passing_rate(tiny_model, tmp_path):
     recipe["workload"].update({"prompt_tokens": 32, "output_tokens": 16, "warmup_requests": 2,
                                "request_timeout_s": 60})
     recipe["slo"] = {"ttft_p99_ms": 1500}
+    recipe["hardware"]["price_per_hour"] = 0.5
     recipe["capacity"] = {"start_rate": 2, "growth": 3, "resolution": 0.5, "window_s": 3,
                           "max_windows": 7}
     path = tmp_path / "cap.yaml"
     path.write_text(yaml.safe_dump(recipe))
     runs = tmp_path / "runs"
-    result = run_mopt("capacity", str(path), "--runs-dir", str(runs), "--json", timeout=900)
+    result = run_mopt("capacity", str(path), "--runs-dir", str(runs), "--json",
+                      "--target-rate", "40", timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     found = json.loads(result.stdout)
     capacity, failing = found["capacity_rps"], found["first_failing_rps"]
@@ -41,4 +44,12 @@ def test_capacity_brackets_the_highest_passing_rate(tiny_model, tmp_path):
     assert log.count("Application startup complete") == 1  # every window on one server
     status = json.loads((archive / "status.json").read_text())
     assert status["status"] == "ok" and status["kind"] == "capacity"
-    assert "within the SLOs" in (archive / "report.md").read_text()
+    report = (archive / "report.md").read_text()
+    assert "within the SLOs" in report
+    sizing = found["sizing"]  # in replicas and money, named by what bound it
+    assert sizing["rate_interval"] == [capacity, failing]
+    assert sizing["replicas"] == math.ceil(40 / (capacity * 0.8))
+    assert sizing["cost_per_hour"] == sizing["replicas"] * 0.5
+    assert sizing["cost_per_million_output_tokens"] > 0
+    assert "every rate tried passed" not in sizing["binding_limit"]
+    assert f"binding limit: {sizing['binding_limit']}" in report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import psutil
@@ -121,3 +122,32 @@ def test_neither_a_recipe_nor_a_url_is_a_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "needs a RECIPE to launch, or --url" in result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_capacity_sizes_a_fleet_and_names_its_limit(tmp_path, tiny_model_dir):
+    """A mock engine that batches at most 2 requests has a knee; the answer is sized for a
+    target rate from the capacity it measured, priced from hardware.price_per_hour."""
+    path = recipe_file(tmp_path, tiny_model_dir,
+                       {"start_rate": 4, "growth": 2, "window_s": 1.0, "max_windows": 5,
+                        "resolution": 0.3}, {"ttft_p99_ms": 300})
+    recipe = yaml.safe_load(path.read_text())
+    recipe["hardware"]["price_per_hour"] = 1.8
+    path.write_text(yaml.safe_dump(recipe))
+    outcome = run_capacity(load_recipe(path), tmp_path / "runs", target_rate=100,
+                           headroom=0.25,
+                           engine_factory=MockEngine(ttft_ms=5, itl_ms=15, capacity=2))
+    result = outcome.result
+    sizing = result["sizing"]
+    capacity = result["capacity_rps"]
+    assert capacity is not None and result["first_failing_rps"] is not None, result
+    assert sizing["rate_interval"] == [capacity, result["first_failing_rps"]]
+    assert sizing["replicas"] == math.ceil(100 / (capacity * 0.75))
+    assert sizing["cost_per_hour"] == pytest.approx(sizing["replicas"] * 1.8)
+    tokens = sizing["output_tokens_per_request"]
+    assert 1 <= tokens <= 4  # output_tokens 4 (the last may be cut by a finished window)
+    assert sizing["cost_per_million_output_tokens"] == pytest.approx(
+        sizing["replicas"] * 1.8 / (100 * tokens * 3600) * 1e6)
+    assert sizing["binding_limit"].startswith(("TTFT p99", "throughput"))
+    report = (outcome.archive / "report.md").read_text()
+    assert f"binding limit: {sizing['binding_limit']}" in report
+    assert f"**{sizing['replicas']}**" in report

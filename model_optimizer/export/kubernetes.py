@@ -1,0 +1,162 @@
+"""The ``kubernetes`` format: the server as a Deployment, and tune workers as an Indexed Job.
+
+``kubernetes.yaml``: a ConfigMap holding the exported ``vllm.yaml``; a Deployment of the
+official vLLM image (the config mounted, the model from a read-only PersistentVolumeClaim
+``<name>-model``, ``/dev/shm`` in memory, the planned GPUs and host memory as resources,
+start-up, readiness and liveness probes on ``/health``, the recipe's identity and pins as
+annotations; ``${VAR}`` references of ``engine.env`` read from the Secret ``<name>-env``);
+a Service; with ``hpa_max`` a HorizontalPodAutoscaler on vLLM's waiting-requests gauge
+(served to the custom metrics API by e.g. the Prometheus adapter).
+
+``tune-job.yaml`` (with ``tune_workers``): an Indexed Job of N ``mopt tune`` workers on one
+PostgreSQL study, the storage URL read from the Secret ``<name>-tune-db`` (key ``url``),
+never written in the file; the recipe travels in a ConfigMap.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment
+
+MANIFEST_FILE = "kubernetes.yaml"
+TUNE_JOB_FILE = "tune-job.yaml"
+PROBE_PERIOD_S = 10
+#: vLLM's /metrics gauge of queued requests, as the custom metrics API names it
+QUEUE_METRIC = "vllm_num_requests_waiting"
+#: the variable `mopt tune --storage` reads (cli/tune.py STORAGE_ENV)
+TUNE_STORAGE_ENV = "MOPT_TUNE_STORAGE"
+SHM_LIMIT = "8Gi"
+
+
+def annotations(dep: Deployment) -> dict[str, str]:
+    """The pins and recipe revision as annotations (``mopt/<key>``)."""
+    return {"mopt/" + key.removeprefix("mopt."): value for key, value in dep.labels.items()}
+
+
+def _env(dep: Deployment) -> list[dict]:
+    plain = [{"name": k, "value": v} for k, v in dep.env.items()]
+    return plain + [{"name": name, "valueFrom": {"secretKeyRef": {
+        "name": f"{dep.name}-env", "key": var}}} for name, var in dep.env_refs.items()]
+
+
+def _probe(dep: Deployment, failures: int) -> dict:
+    return {"httpGet": {"path": "/health", "port": dep.port}, "periodSeconds": PROBE_PERIOD_S,
+            "timeoutSeconds": 5, "failureThreshold": failures}
+
+
+def _resources(dep: Deployment) -> dict:
+    amounts = {"memory": f"{dep.memory_gib}Gi"}
+    if not dep.on_cpu:
+        amounts["nvidia.com/gpu"] = str(dep.accelerators)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _volumes(dep: Deployment) -> tuple[list[dict], list[dict]]:
+    volumes = [{"name": "config", "configMap": {"name": f"{dep.name}-config"}},
+               {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_LIMIT}}]
+    mounts = [{"name": "config", "mountPath": str(Path(CONTAINER_CONFIG).parent),
+               "readOnly": True}, {"name": "dshm", "mountPath": "/dev/shm"}]
+    if dep.model_is_local:
+        volumes.append({"name": "model", "persistentVolumeClaim": {
+            "claimName": f"{dep.name}-model", "readOnly": True}})
+        mounts.append({"name": "model", "mountPath": dep.container_model, "readOnly": True})
+    return volumes, mounts
+
+
+def deployment(dep: Deployment, replicas: int, startup_timeout_s: float) -> dict:
+    """The Deployment of ``replicas`` servers."""
+    volumes, mounts = _volumes(dep)
+    container = {
+        "name": "vllm", "image": dep.image, "command": ["python3", *dep.module_argv],
+        "args": dep.container_args(), "ports": [{"name": "http", "containerPort": dep.port}],
+        "env": _env(dep), "resources": _resources(dep), "volumeMounts": mounts,
+        "startupProbe": _probe(dep, max(1, math.ceil(startup_timeout_s / PROBE_PERIOD_S))),
+        "readinessProbe": _probe(dep, 3), "livenessProbe": _probe(dep, 6)}
+    selector = {"app.kubernetes.io/name": dep.name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": dep.name, "labels": selector, "annotations": annotations(dep)},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                     "template": {"metadata": {"labels": selector,
+                                               "annotations": annotations(dep)},
+                                  "spec": {"containers": [container], "volumes": volumes}}}}
+
+
+def service(dep: Deployment) -> dict:
+    """A ClusterIP Service in front of the Deployment."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": dep.name, "annotations": annotations(dep)},
+            "spec": {"selector": {"app.kubernetes.io/name": dep.name},
+                     "ports": [{"name": "http", "port": dep.port, "targetPort": "http"}]}}
+
+
+def autoscaler(dep: Deployment, replicas: int, hpa_max: int, queue_target: int) -> dict:
+    """An HPA that adds servers while requests wait in vLLM's queue."""
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": dep.name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                        "name": dep.name},
+                     "minReplicas": replicas, "maxReplicas": max(hpa_max, replicas),
+                     "metrics": [{"type": "Pods", "pods": {
+                         "metric": {"name": QUEUE_METRIC},
+                         "target": {"type": "AverageValue",
+                                    "averageValue": str(queue_target)}}}]}}
+
+
+def config_map(name: str, key: str, text: str) -> dict:
+    """A ConfigMap holding one file."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "data": {key: text}}
+
+
+def tune_job(dep: Deployment, workers: int, recipe_text: str, image: str) -> list[dict]:
+    """The recipe's ConfigMap and an Indexed Job of ``workers`` tune workers."""
+    args = ["tune", "/etc/mopt/recipe.yaml", "--study-name", dep.name,
+            "--output", "/work/recipe.tuned.yaml", "--runs-dir", "/work/runs"]
+    if dep.model_is_local:
+        args += ["--set", f"model.path={dep.container_model}"]
+    volumes, mounts = _volumes(dep)
+    volumes[0] = {"name": "config", "configMap": {"name": f"{dep.name}-recipe"}}
+    volumes.append({"name": "work", "emptyDir": {}})
+    mounts.append({"name": "work", "mountPath": "/work"})
+    container = {"name": "mopt-tune", "image": image, "command": ["mopt"], "args": args,
+                 "env": [{"name": TUNE_STORAGE_ENV, "valueFrom": {"secretKeyRef": {
+                     "name": f"{dep.name}-tune-db", "key": "url"}}}, *_env(dep)],
+                 "resources": _resources(dep), "volumeMounts": mounts}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": f"{dep.name}-tune", "annotations": annotations(dep)},
+           "spec": {"completionMode": "Indexed", "completions": workers,
+                    "parallelism": workers, "backoffLimit": workers,
+                    "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [container], "volumes": volumes}}}}
+    return [config_map(f"{dep.name}-recipe", "recipe.yaml", recipe_text), job]
+
+
+def dump(documents: list[dict], header: str) -> str:
+    """Documents as one multi-document YAML file."""
+    return header + yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def render(dep: Deployment, config_text: str, *, replicas: int, startup_timeout_s: float,
+           hpa_max: int | None, queue_target: int) -> dict[str, str]:
+    """``kubernetes.yaml``: ConfigMap, Deployment, Service (and HPA)."""
+    documents = [config_map(f"{dep.name}-config", Path(CONTAINER_CONFIG).name, config_text),
+                 deployment(dep, replicas, startup_timeout_s), service(dep)]
+    if hpa_max:
+        documents.append(autoscaler(dep, replicas, hpa_max, queue_target))
+    header = (f"# Kubernetes manifests generated by mopt export: recipe "
+              f"{dep.labels['mopt.recipe']} revision {dep.revision}.\n"
+              f"# Apply: kubectl apply -f {MANIFEST_FILE}\n")
+    return {MANIFEST_FILE: dump(documents, header)}
+
+
+def render_tune_job(dep: Deployment, workers: int, recipe_text: str, image: str
+                    ) -> dict[str, str]:
+    """``tune-job.yaml``: the recipe's ConfigMap and the Indexed Job."""
+    header = (f"# {workers} mopt tune workers on one PostgreSQL study, generated by mopt "
+              f"export.\n# First: kubectl create secret generic {dep.name}-tune-db "
+              f"--from-literal=url=\"$DATABASE_URL\"\n")
+    return {TUNE_JOB_FILE: dump(tune_job(dep, workers, recipe_text, image), header)}

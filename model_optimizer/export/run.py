@@ -1,0 +1,163 @@
+"""``mopt export``: render a recipe's deployment in the asked formats, write it, archive it.
+
+Every format is rendered from one ``Deployment`` (``export/deployment.py``). Before
+anything is written the files are checked for secrets (the values of the secret-named
+variables in this process's environment and anything token-shaped): an export never
+carries one. The files are written atomically into ``--to``; an archive of kind ``export``
+under the runs dir keeps the recipe as given, ``export.json`` (formats, files with their
+SHA-256, port, pin problems overridden with ``--force``) and a copy of every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_optimizer.archive import STATUS_OK, RunArchive, utc_now
+from model_optimizer.archive.entry import config_hash
+from model_optimizer.archive.names import GIVEN_RECIPE
+from model_optimizer.archive.versions import vllm_version
+from model_optimizer.export import compose, kubernetes, systemd, vllm
+from model_optimizer.export.deployment import (
+    Deployment,
+    ExportError,
+    build_deployment,
+    pin_problems,
+)
+from model_optimizer.fsutil import atomic_write_text
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.secrets import is_secret_name, looks_like_token
+
+FORMATS = ("vllm", "compose", "kubernetes", "systemd")
+EXPORT_FILE = "export.json"
+EXPORTED_DIR = "exported"
+#: the default image of the tune workers: vLLM's image with mopt installed (docs/deploy.md)
+TUNE_IMAGE = "mopt-worker:latest"
+#: secret-looking names that hold the shell's working directory
+SHELL_PATH_VARIABLES = frozenset({"PWD", "OLDPWD"})
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What ``mopt export`` was asked for, besides the recipe and the folder."""
+
+    formats: tuple[str, ...]
+    port: int | None = None
+    force: bool = False
+    python: str = field(default_factory=lambda: sys.executable)
+    replicas: int = 1
+    hpa_max: int | None = None
+    queue_target: int = 4
+    tune_workers: int = 0
+    tune_image: str = TUNE_IMAGE
+
+
+@dataclass
+class ExportOutcome:
+    """What was written where."""
+
+    folder: Path
+    formats: tuple[str, ...]
+    files: dict[str, str]
+    archive: Path
+    forced_over: list[str]
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary."""
+        return {"folder": str(self.folder), "formats": list(self.formats),
+                "files": self.files, "archive": str(self.archive),
+                "forced_over": self.forced_over}
+
+
+def render_files(dep: Deployment, loaded: LoadedRecipe, folder: Path,
+                 options: ExportOptions) -> dict[str, str]:
+    """Every file of the asked formats, by name; the ``vllm`` files always (Compose and
+    systemd run them, Kubernetes holds the config in a ConfigMap)."""
+    timeout = loaded.spec.engine.startup_timeout_s
+    files = vllm.render(dep, options.python)  # the config every other format runs
+    if "compose" in options.formats:
+        files |= compose.render(dep, timeout)
+    if "kubernetes" in options.formats:
+        files |= kubernetes.render(dep, vllm.config_text(dep), replicas=options.replicas,
+                                   startup_timeout_s=timeout, hpa_max=options.hpa_max,
+                                   queue_target=options.queue_target)
+        if options.tune_workers:
+            files |= kubernetes.render_tune_job(dep, options.tune_workers,
+                                                loaded.source_text, options.tune_image)
+    if "systemd" in options.formats:
+        files |= systemd.render(dep, options.python, folder, timeout)
+    return files
+
+
+def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
+    """Values of this process's secret-named variables (they must appear in no export);
+    the shell's working directories (``PWD`` reads as "password") and paths are not."""
+    environ = os.environ if environ is None else environ
+    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= 4
+            and k not in SHELL_PATH_VARIABLES and not v.startswith("/")]
+
+
+def check_no_secrets(files: dict[str, str], known: list[str]) -> None:
+    """ExportError naming the file when one holds a known secret or a token-shaped value."""
+    for name, text in files.items():
+        if any(value in text for value in known) or looks_like_token(text):
+            raise ExportError(f"{name}: the export would contain a secret; nothing was "
+                              "written. Fix: pass secrets to the recipe as ${VAR} references")
+
+
+def check_options(options: ExportOptions) -> None:
+    """ExportError for formats or counts that make no sense."""
+    unknown = [f for f in options.formats if f not in FORMATS]
+    if unknown or not options.formats:
+        raise ExportError(f"unknown export format {', '.join(unknown) or '(none)'}; choose "
+                          f"from {', '.join(FORMATS)} (--format may repeat)")
+    if options.tune_workers and "kubernetes" not in options.formats:
+        raise ExportError("--tune-workers writes a Kubernetes Job: add --format kubernetes")
+
+
+def export_recipe(loaded: LoadedRecipe, folder: str | Path, runs_base: str | Path,
+                  options: ExportOptions) -> ExportOutcome:
+    """Write ``loaded``'s deployment into ``folder`` in ``options.formats`` and archive it."""
+    check_options(options)
+    target = Path(folder).resolve()
+    forced_over = pin_problems(loaded) if options.force else []
+    dep = build_deployment(loaded, options.port, options.force, vllm_version())
+    files = render_files(dep, loaded, target, options)
+    check_no_secrets(files, environment_secrets())
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        atomic_write_text(target / name, text)
+    (target / vllm.SERVE_SH).chmod(0o755)
+    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}
+    archive = _archive(loaded, runs_base, target, options, digests, forced_over, files)
+    return ExportOutcome(target, options.formats, digests, archive, forced_over)
+
+
+def _archive(loaded: LoadedRecipe, runs_base: str | Path, target: Path,
+             options: ExportOptions, digests: dict[str, str], forced_over: list[str],
+             files: dict[str, str]) -> Path:
+    """An archive of kind ``export``: what was exported, from what, where."""
+    record = {"created_at": utc_now(), "recipe_file": str(loaded.path or ""),
+              "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
+              "folder": str(target), "formats": list(options.formats), "files": digests,
+              "port": options.port, "forced_over_pins": forced_over,
+              "vllm_version": vllm_version()}
+
+    def start(archive: RunArchive) -> None:
+        archive.write_text(GIVEN_RECIPE, loaded.source_text)
+        archive.write_json(EXPORT_FILE, record)
+        for name, text in files.items():
+            archive.write_text(f"{EXPORTED_DIR}/{name}", text)
+        archive.write_entry(created_at=record["created_at"], recipe_name=loaded.name,
+                            recipe_revision=loaded.spec.revision,
+                            recipe_file=record["recipe_file"],
+                            recipe_hash=config_hash(loaded.resolved),
+                            vllm_version=record["vllm_version"])
+
+    archive = RunArchive.create(runs_base, loaded.name, kind="export", start=start)
+    archive.set_status(STATUS_OK, phase="finished")
+    archive.close()
+    return archive.path
