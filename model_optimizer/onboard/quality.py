@@ -78,7 +78,7 @@ def render_quality(choice: QualityChoice) -> list[str]:
         "without passing it",
         f"  eval_set: {json.dumps(choice.eval_set)}   # {choice.source}",
         "  max_tokens: 16   # tokens generated per eval prompt (greedy, seed 0: repeatable)",
-        "  thresholds:",
+        "  thresholds:   # what a candidate must keep against the baseline's answers",
         f"    min_top1_agreement: {MIN_TOP1_AGREEMENT}   # share of answer positions where "
         "the candidate ranks the baseline's token first",
     ]
