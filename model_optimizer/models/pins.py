@@ -13,6 +13,8 @@ removed or edited file each changes it, and the per-file hashes name what change
 from __future__ import annotations
 
 import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
 CHUNK = 1 << 20
+MAX_HASH_THREADS = 8  # shards of a large checkpoint are hashed in parallel, one per core
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,11 @@ def checkpoint_hash(folder: str | Path) -> CheckpointHash:
     key = _signature(root, paths)
     if key in _CACHE:
         return _CACHE[key]
-    files = {path.relative_to(root).as_posix(): file_sha256(path) for path in paths}
+    workers = max(1, min(len(paths), os.cpu_count() or 1, MAX_HASH_THREADS))
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # hashlib releases the GIL
+        digests = list(pool.map(file_sha256, paths))
+    files = {path.relative_to(root).as_posix(): digest for path, digest in zip(paths, digests,
+                                                                              strict=True)}
     if not any(name.endswith(WEIGHT_SUFFIXES) for name in files):
         raise ValueError(f"{root}: no weight files ({', '.join(WEIGHT_SUFFIXES)}) to hash")
     lines = "".join(f"{name}\0{digest}\n" for name, digest in sorted(files.items()))
