@@ -91,12 +91,15 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
                           on_event: EventCallback | None = None,
                           archive_extra: dict | None = None,
                           engine_factory: EngineFactory | None = None,
-                          quality_gate: QualityGate | None = None) -> Measurement:
+                          quality_gate: QualityGate | None = None,
+                          while_serving: Callable[[str], None] | None = None) -> Measurement:
     """Planner check, quality gate, then ``repeats`` archived runs; stops repeating at the
     first failure. A configuration that fails the gate is a failure of kind ``quality``
     (nothing is load-tested); the gate's verdict is in ``figures["quality"]``.
 
     ``engine_factory`` chooses the server process (default: vLLM; tests use the mock).
+    ``while_serving(base_url)`` runs on the first repeat's server after its load test (the
+    optimize gate evaluates quality there, without a launch of its own).
     """
     verdict = planner_verdict(step, model_config)
     if verdict is not None:
@@ -112,7 +115,8 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
     for repeat in range(repeats):
         outcome = run_recipe(step, runs_base, on_event=on_event,
                              archive_extra={**(archive_extra or {}), "repeat": repeat},
-                             engine_factory=engine_factory)
+                             engine_factory=engine_factory,
+                             while_serving=while_serving if repeat == 0 else None)
         result.run_ids.append(outcome.run_id)
         if not outcome.ok:
             result.status = "failed"

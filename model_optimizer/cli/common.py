@@ -27,6 +27,10 @@ SetOption = Annotated[
                       "(repeatable; applied after the file, validated like it)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+NoQualityGateOption = Annotated[bool, typer.Option(
+    "--no-quality-gate", help="Keep candidates that change the model's answers (quantized "
+    "weights, a KV dtype) on speed alone when the recipe's quality section cannot gate them "
+    "(without it: refused, exit 2); the report and the revision say so in bold.")]
 RunsDirOption = Annotated[
     Path | None,
     typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",

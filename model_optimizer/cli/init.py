@@ -12,6 +12,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.onboard.detect import SeenHardware, known_accelerators, seen_hardware
 from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe, with_prompt_file
+from model_optimizer.onboard.quality import write_quality_files
 
 
 def _hardware(accelerator: str | None, memory_gib: float | None, count: int | None
@@ -48,7 +49,8 @@ def init(
     count: Annotated[int | None, typer.Option(help="Number of devices.")] = None,
     prompts: Annotated[Path | None, typer.Option(help="Your prompt file (JSONL: prompt, "
                        "messages or text per line): the prompt length is its median in the "
-                       "model's tokenizer.")] = None,
+                       "model's tokenizer; its first prompts (up to 32, at most half) become "
+                       "the quality gate's eval set, the rest the calibration set.")] = None,
     prompt_tokens: Annotated[int, typer.Option(min=1, help="Prompt length without "
                              "--prompts.")] = 512,
     output_tokens: Annotated[int, typer.Option(min=1, help="Tokens generated per "
@@ -74,6 +76,7 @@ def init(
     result = build_init_recipe(model_dir, target, hw, work, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, result.text)
+    write_quality_files(result.files, target)
     if as_json:
         print_json({"ok": True, "recipe": str(target), "name": result.name,
                     "plan": result.plan_verdict, "choices": result.choices})

@@ -11,6 +11,7 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import (
     JsonOption,
+    NoQualityGateOption,
     RunsDirOption,
     SetOption,
     console,
@@ -60,6 +61,7 @@ def _recipe_for(target: Path, output: Path | None) -> Path:
     from model_optimizer.fsutil import atomic_write_text
     from model_optimizer.onboard.detect import seen_hardware
     from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe
+    from model_optimizer.onboard.quality import write_quality_files
 
     recipe = output or Path("recipes") / f"{target.resolve().name}.yaml"
     if recipe.exists():
@@ -68,6 +70,7 @@ def _recipe_for(target: Path, output: Path | None) -> Path:
     result = build_init_recipe(target, recipe, seen_hardware(), WorkloadChoice())
     recipe.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(recipe, result.text)
+    write_quality_files(result.files, recipe)
     console.print(f"wrote {recipe} with `mopt init` (plan: {result.plan_verdict})",
                   highlight=False)
     return recipe
@@ -86,13 +89,18 @@ def optimize(
                      "checkpoint folders.")] = False,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
+    no_quality_gate: NoQualityGateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Baseline run, then each optimize.candidates entry (quantized with llm-compressor
     and/or a compact KV cache) measured and gated on quality against the baseline, then a
     max_num_seqs sweep on the survivor, written as a validated recipe revision that pins
-    its checkpoint. Every stage is an archived run linked from the pipeline's archive
-    (report.md with the before/after table, summary.csv, plot.png).
+    its checkpoint (quantized or not). Every stage is an archived run linked from the
+    pipeline's archive (report.md with the before/after table, summary.csv, plot.png).
+
+    The quality gate is on by default (`mopt init` writes one): each candidate is evaluated
+    on its measurement's server against the baseline's answers. A recipe that cannot gate
+    is refused unless --no-quality-gate, which the report and the revision record in bold.
 
     Exit codes: 0 a revision was written; 2 bad input; 4 nothing ran well enough; 130
     interrupted (continue with --resume).
@@ -101,11 +109,13 @@ def optimize(
 
     terminate_as_interrupt()
     progress = OptimizeProgress(progress_console(as_json))
-    run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress),
+    run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress,
+                            no_quality_gate),
                progress, "optimize", "report.md, summary.csv, plot.png", as_json)
 
 
-def _run(target, resume, output, force, overrides, runs_dir_opt, progress):
+def _run(target, resume, output, force, overrides, runs_dir_opt, progress,
+         no_quality_gate=False):
     from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
 
     if resume is not None:
@@ -121,5 +131,5 @@ def _run(target, resume, output, force, overrides, runs_dir_opt, progress):
     loaded = load_recipe(recipe, overrides)
     check_before_launch(loaded, False, err_console)  # preflight: exit 2 before any launch
     return start_optimize(loaded, runs_dir(runs_dir_opt), output=output, force=force,
-                          on_event=progress)
+                          no_quality_gate=no_quality_gate, on_event=progress)
 

@@ -13,6 +13,7 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    NoQualityGateOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -105,6 +106,7 @@ def sweep(
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     force: ForceOption = False,
+    no_quality_gate: NoQualityGateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Sweep one engine knob: grow it until throughput plateaus (by 95% intervals), memory
@@ -114,6 +116,9 @@ def sweep(
 
     Without RECIPE, sweeps the current recipe (see `mopt status`). A preflight checks in
     seconds what would make the launches fail before the first one.
+
+    A knob that changes the model's answers (kv_cache_dtype) needs the recipe's quality
+    gate (quality.eval_set and thresholds), or --no-quality-gate.
 
     Exit codes: 0 a revision was written; 2 bad input or a preflight refusal; 4 no value
     met the SLOs; 130 interrupted (continue with --resume).
@@ -125,12 +130,13 @@ def sweep(
     flags = {"param": param, "start": start, "growth": growth, "step": step,
              "max": max_value, "values": _values(values), "strategy": strategy}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, flags, force),
+                            model_config, flags, force, no_quality_gate),
                progress, "sweep", "report.md, summary.csv, plot.png", as_json)
 
 
 def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags,
-         force=False):
+         force=False, no_quality_gate=False):
+    from model_optimizer.quality.search_gate import require_gate
     from model_optimizer.sweep.loop import resume_sweep, start_sweep
 
     if resume is not None:
@@ -141,5 +147,7 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
         return resume_sweep(resume, on_event=progress)
     loaded = prepare_launch(recipe, overrides, "sweep", force, runs_dir_opt,
                             progress.console is err_console)
+    param = flags["param"] or loaded.resolved["sweep"]["param"]
+    require_gate(loaded, [f"engine.{param}"], no_quality_gate, "mopt sweep")
     return start_sweep(loaded, runs_dir(runs_dir_opt), flags=flags, output=output,
                        model_config=model_config, on_event=progress)

@@ -13,6 +13,7 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    NoQualityGateOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -135,6 +136,7 @@ def tune(
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     force: ForceOption = False,
+    no_quality_gate: NoQualityGateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Tune several engine knobs at once (the recipe's tune.params) with optuna: maximize the
@@ -149,7 +151,8 @@ def tune(
     several machines; they share the budget and each archives the trials it ran.
 
     Without RECIPE, tunes the current recipe (see `mopt status`). A preflight checks in
-    seconds what would make the launches fail before the first one.
+    seconds what would make the launches fail before the first one. A knob that changes the
+    model's answers (kv_cache_dtype) needs the recipe's quality gate, or --no-quality-gate.
 
     Exit codes: 0 a revision was written (or other workers still run: the last one writes
     it); 2 bad input or a preflight refusal; 4 no feasible trial; 130 interrupted (continue
@@ -163,13 +166,15 @@ def tune(
              "seed": seed, "strategy": None if scan is None else ("scan" if scan else
                                                                     "relaunch")}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, storage, study_name, flags, force),
+                            model_config, storage, study_name, flags, force,
+                            no_quality_gate),
                progress, "tune", "report.md, trials.csv, study.db, history.png, pareto.png",
                as_json)
 
 
 def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, storage,
-         study_name, flags, force=False):
+         study_name, flags, force=False, no_quality_gate=False):
+    from model_optimizer.quality.search_gate import require_gate
     from model_optimizer.tune.loop import resume_tune, start_tune
 
     if resume is not None:
@@ -184,6 +189,8 @@ def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config
                            on_event=progress)
     loaded = prepare_launch(recipe, overrides, "tune", force, runs_dir_opt,
                             progress.console is err_console)
+    require_gate(loaded, [f"engine.{name}" for name in loaded.resolved["tune"]["params"]],
+                 no_quality_gate, "mopt tune")
     return start_tune(loaded, runs_dir(runs_dir_opt), flags=flags, storage=storage,
                       study_name=study_name, output=output, model_config=model_config,
                       on_event=progress)

@@ -1,9 +1,10 @@
 """Checkpoint pins: the SHA-256 of a model folder's weights and config, and drift from it.
 
-A recipe revision written by `mopt quantize` or `mopt optimize` pins, in ``model.pins``,
-the content of the checkpoint it was made and validated on. The hash covers the files that
-decide what the model computes: weights (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``,
-``*.gguf``), ``config.json`` and ``generation_config.json``, plus the safetensors index.
+Every validated recipe revision (`mopt quantize`, `optimize`, `sweep`, `tune`) pins, in
+``model.pins``, the content of the checkpoint it was made and validated on, quantized or
+not. The hash covers the files that decide what the model computes: weights
+(``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``, ``*.gguf``), ``config.json`` and
+``generation_config.json``, plus the safetensors index.
 Tokenizer files are left out (a re-saved tokenizer is not a new model). The folder hash is
 the SHA-256 of the sorted lines ``<relative name>\\0<file sha256>\\n``, so a renamed, added,
 removed or edited file each changes it, and the per-file hashes name what changed.
@@ -12,6 +13,8 @@ removed or edited file each changes it, and the per-file hashes name what change
 from __future__ import annotations
 
 import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
 CHUNK = 1 << 20
+MAX_HASH_THREADS = 8  # shards of a large checkpoint are hashed in parallel, one per core
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,44 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: Hashes computed in this process, by folder and the (name, size, mtime) of its hashed
+#: files: a search pins the same checkpoint several times (baseline, quantize source,
+#: revision) and each is read once per run; any edit changes the size or mtime and is hashed.
+_CACHE: dict[tuple, CheckpointHash] = {}
+
+
+def _signature(root: Path, paths: list[Path]) -> tuple:
+    stats = [(p.relative_to(root).as_posix(), p.stat()) for p in paths]
+    return (str(root.resolve()),
+            tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name, st in stats))
+
+
 def checkpoint_hash(folder: str | Path) -> CheckpointHash:
-    """Hash a model folder's weights and config; ValueError when it holds none."""
+    """Hash a model folder's weights and config; ValueError when it holds none. Each
+    checkpoint is read once per process while its files are unchanged (see ``_CACHE``)."""
     root = Path(folder)
-    files = {path.relative_to(root).as_posix(): file_sha256(path)
-             for path in _hashed_files(root)}
+    paths = _hashed_files(root)
+    key = _signature(root, paths)
+    if key in _CACHE:
+        return _CACHE[key]
+    workers = max(1, min(len(paths), os.cpu_count() or 1, MAX_HASH_THREADS))
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # hashlib releases the GIL
+        digests = list(pool.map(file_sha256, paths))
+    files = {path.relative_to(root).as_posix(): digest for path, digest in zip(paths, digests,
+                                                                              strict=True)}
     if not any(name.endswith(WEIGHT_SUFFIXES) for name in files):
         raise ValueError(f"{root}: no weight files ({', '.join(WEIGHT_SUFFIXES)}) to hash")
     lines = "".join(f"{name}\0{digest}\n" for name, digest in sorted(files.items()))
-    return CheckpointHash(hashlib.sha256(lines.encode()).hexdigest(), files)
+    _CACHE[key] = CheckpointHash(hashlib.sha256(lines.encode()).hexdigest(), files)
+    return _CACHE[key]
+
+
+def served_pins(folder: Path, source_path: str, revision: str | None = None) -> dict:
+    """The ``model.pins`` block of a revision serving ``folder`` as it is (not made by mopt
+    from another model): its hash, per-file hashes, and itself as the source."""
+    digest = checkpoint_hash(folder)
+    return {"sha256": digest.sha256, "files": digest.files,
+            "source": {"path": source_path, "revision": revision, "sha256": digest.sha256}}
 
 
 def pin_differences(pinned: CheckpointHash, found: CheckpointHash) -> list[str]:

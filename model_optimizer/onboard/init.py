@@ -13,6 +13,8 @@ Choices (each is a plan, measured later by ``apply``/``sweep``/``optimize``):
   default for the accelerator (more would only queue).
 - CPU engine: block size 32 (its attention backend needs a multiple of 32), eager mode (no
   torch.compile warm-up), ``VLLM_CPU_KVCACHE_SPACE`` a quarter of the RAM (1 to 16 GiB).
+- ``quality``: a gate on by default (:mod:`onboard.quality`): your prompts' first ones or the
+  eval set shipped with mopt, and thresholds; the eval and calibration sets are in ``files``.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from model_optimizer.errors import UsageError
 from model_optimizer.onboard.detect import SeenHardware
+from model_optimizer.onboard.quality import quality_choice, render_quality
 from model_optimizer.plan import estimate, load_model_config
 from model_optimizer.plan.accelerators import CPU_BLOCK_MULTIPLE
 from model_optimizer.recipe import CURRENT_VERSION, load_recipe_text
@@ -55,6 +58,7 @@ class InitResult:
     name: str
     plan_verdict: str
     choices: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)  # eval/calibration sets to write
 
 
 def recipe_name(model_dir: Path) -> str:
@@ -132,9 +136,11 @@ def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,
     choices = _choose_lengths(doc, config)
     schema = schemas_dir() / f"recipe.v{CURRENT_VERSION}.json"
     schema_ref = os.path.relpath(schema, recipe_path.resolve().parent)
+    quality = quality_choice(recipe_path, work.prompt_file)
     text = render_commented(doc, config, hw, work, choices, schema_ref)
+    text += "\n".join(render_quality(quality)) + "\n"
     load_recipe_text(text, str(recipe_path))  # validates: RecipeError if anything is off
-    return InitResult(text, name, choices["verdict"], choices)
+    return InitResult(text, name, choices["verdict"], choices, quality.files)
 
 
 def _yaml_value(value: Any) -> str:

@@ -42,13 +42,19 @@ def _text_of(record: object, where: str) -> str:
 def read_prompt_texts(path: Path, limit: int = MAX_PROMPTS) -> list[str]:
     """The texts of a prompt file, in file order; UsageError naming file:line on bad input
     (read by the one JSONL reader, ``load.dataset.read_jsonl``)."""
+    return [text for text, _record in read_prompt_records(path, limit)]
+
+
+def read_prompt_records(path: Path, limit: int = MAX_PROMPTS) -> list[tuple[str, dict]]:
+    """Each prompt's text and its JSON object as written, in file order (see
+    :func:`read_prompt_texts`)."""
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the prompt file: {exc.strerror or exc}") from None
     with handle:
         return read_jsonl(
-            handle, lambda number, record: _text_of(record, f"{path}:{number}"),
+            handle, lambda number, record: (_text_of(record, f"{path}:{number}"), record),
             bad_json=lambda number, exc: (f"{path}:{number}:{exc.colno}: invalid JSON "
                                           f"({exc.msg}); use {FORMAT_HINT}"),
             comments=True, limit=limit)

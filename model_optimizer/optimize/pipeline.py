@@ -45,6 +45,7 @@ class OptimizeState(SearchState):
     force: bool = False
     stages: dict[str, dict] = field(default_factory=dict)
     survivor: str | None = None
+    ungated: list[str] = field(default_factory=list)  # --no-quality-gate: fields not gated
 
 
 @dataclass
@@ -137,29 +138,30 @@ class Pipeline:
         self.emit("stage_done", {"stage": name, **record})
         return record
 
-    def _measure(self, step: LoadedRecipe, model_dir: Path) -> dict:
+    def _measure(self, step: LoadedRecipe, model_dir: Path,
+                 evaluate: quality_gate.ServerEval | None = None) -> dict:
         config_file = model_dir / "config.json"
         model_config = load_model_config(config_file) if config_file.is_file() else None
         measured = measure_configuration(step, self.steps, repeats=1, objective=self.objective,
-                                         model_config=model_config, on_event=self.emit)
+                                         model_config=model_config, on_event=self.emit,
+                                         while_serving=evaluate)
         return {"status": "ok" if measured.status == "ok" else measured.status,
                 "reason": measured.reason, "figures": measured.figures,
                 "run_ids": measured.run_ids}
 
     def _baseline(self) -> dict:
         model_dir = Path(model_location(self.loaded.resolved, self.loaded.base_dir))
-        record = {"kind": "baseline", "what": "the recipe as given",
-                  **self._measure(self.loaded, model_dir)}
         why_not = quality_gate.gate_configured(self.loaded)
-        record["gate"] = {"gated": False, "passed": True, "reasons": [why_not]} if why_not \
-            else self._baseline_gate()
+        evaluate = None if why_not else quality_gate.ServerEval(self.loaded, self.steps,
+                                                                on_event=self.emit)
+        record = {"kind": "baseline", "what": "the recipe as given",
+                  **self._measure(self.loaded, model_dir, evaluate)}
+        if evaluate is None:
+            record["gate"] = {"gated": False, "passed": True, "reasons": [why_not]}
+        else:
+            record["gate"] = evaluate.reference()
+            self._baseline_eval = evaluate.outcome.result if evaluate.outcome else None
         return record
-
-    def _baseline_gate(self) -> dict:
-        result = quality_gate.evaluate_baseline(self.loaded, self.steps, self.emit)
-        self._baseline_eval = result
-        return {"gated": True, "passed": bool(result.ok), "figures": result.figures(),
-                "reasons": [], "run_id": result.run_id, "baseline": True}
 
     def _candidate(self, candidate: Candidate) -> dict:
         record = {"kind": "candidate", "what": candidate.describe()}
@@ -174,8 +176,10 @@ class Pipeline:
             step = variant(step, [f"model.path={made['folder']}",
                                   "model.quantization=compressed-tensors",
                                   f"model.weight_bits={made['weight_bits']}"])
-        record.update(self._measure(step, model_dir))
-        verdict = self._gate(step, record)
+        evaluate, verdict = self._gate_hook(step)
+        record.update(self._measure(step, model_dir, evaluate))
+        if evaluate is not None:
+            verdict = evaluate.verdict()
         record["gate"] = verdict.to_dict()
         if record["status"] == "ok" and not verdict.passed:
             record["status"], record["reason"] = "gated", "; ".join(verdict.reasons)
@@ -191,16 +195,21 @@ class Pipeline:
         return {"folder": str(made.folder), "pins": made.pins, "weight_bits": made.weight_bits,
                 "archive": made.archive.name, "seconds": made.seconds}
 
-    def _gate(self, step: LoadedRecipe, record: dict) -> quality_gate.Verdict:
+    def _gate_hook(self, step: LoadedRecipe):
+        """The eval to run on the candidate's server, or (None, the verdict without one):
+        not gated (--no-quality-gate), or failed because the baseline has no eval."""
         baseline = self.state.stages["baseline"].get("gate") or {}
         if not baseline.get("gated"):
-            return quality_gate.Verdict(False, True, reasons=baseline.get("reasons") or [])
-        if record["status"] != "ok":
-            return quality_gate.Verdict(True, False, reasons=["the candidate did not run"])
+            why = "; ".join(r for r in baseline.get("reasons") or [] if r)
+            return None, quality_gate.Verdict(False, True, reasons=[
+                f"{quality_gate.NOT_GATED}: {why}" if self.state.ungated else why])
+        if not baseline.get("passed") or not baseline.get("run_id"):
+            return None, quality_gate.Verdict(True, False, reasons=[
+                "no baseline eval to compare with: " + "; ".join(baseline.get("reasons") or [])])
         if self._baseline_eval is None:
             self._baseline_eval = quality_gate.load_baseline_eval(
                 self.loaded, baseline["run_id"], self.steps)
-        return quality_gate.gate(step, self._baseline_eval, self.steps, self.emit)
+        return quality_gate.ServerEval(step, self.steps, self._baseline_eval, self.emit), None
 
     def _survivor(self) -> str | None:
         passed = [name for name, rec in self.state.stages.items()
@@ -260,21 +269,31 @@ class Pipeline:
                                         by="optimize", output=Path(self.state.output))
 
 
-def _check_candidates(loaded: LoadedRecipe) -> None:
-    """Every candidate's overrides validate (exit 2 before anything is launched)."""
+def _check_candidates(loaded: LoadedRecipe) -> list[str]:
+    """Every candidate's overrides validate (exit 2 before anything is launched); returns the
+    output-changing fields the candidates that can run here would change."""
+    fields = []
     for candidate in candidates_of(loaded.resolved):
         try:
-            variant(loaded, candidate.quantize_overrides() + candidate.engine_overrides())
+            step = variant(loaded, candidate.quantize_overrides()
+                           + candidate.engine_overrides())
         except UsageError as exc:
             raise UsageError(f"optimize.candidates {candidate.name}: {exc}") from None
+        if cannot_run(candidate, step.resolved) is None:
+            fields += (["model.quantization"] if candidate.quantizes else []) + (
+                ["engine.kv_cache_dtype"] if candidate.kv_cache_dtype else [])
+    return list(dict.fromkeys(fields))
 
 
 def start_optimize(loaded: LoadedRecipe, runs_base: str | Path, *, output: Path | None = None,
-                   force: bool = False, on_event: EventCallback | None = None) -> OptimizeOutcome:
-    """Begin a new pipeline for ``loaded`` and run it to the end."""
-    _check_candidates(loaded)
+                   force: bool = False, no_quality_gate: bool = False,
+                   on_event: EventCallback | None = None) -> OptimizeOutcome:
+    """Begin a new pipeline for ``loaded`` and run it to the end. A candidate that changes
+    the model's answers needs the recipe's quality gate, or ``no_quality_gate`` (the user's
+    explicit ``--no-quality-gate``, recorded in the state, the report and the revision)."""
+    ungated = quality_gate.require_gate(loaded, _check_candidates(loaded), no_quality_gate)
     state = OptimizeState(recipe_file=str(loaded.path), overrides=list(loaded.overrides),
-                          output=str(output or loaded.path), force=force)
+                          output=str(output or loaded.path), force=force, ungated=ungated)
     session = SearchSession.create(KIND, loaded, runs_base, lambda _archive: state, on_event)
     session.announce()
     return Pipeline(session).run()

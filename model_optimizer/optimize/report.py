@@ -12,25 +12,62 @@ from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
 from model_optimizer.report import write_report as write_html_report
 
-COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps", "QPS"),
+COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps_text", "QPS"),
            ("output_tok_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
            ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
            ("tpot_p99_ms", "TPOT p99 ms"), ("peak_memory_mib", "peak mem MiB"),
-           ("quality", "quality"), ("seconds", "stage s"))
+           ("quality", "quality"), ("launches", "launches"), ("seconds", "stage s"))
+CSV_EXTRA = ("qps", "qps_half_width", "quantize_seconds", "survivor")
+#: the gate's figures shown in the table, in this order (per-class drops after them)
+QUALITY_SHOWN = ("exact_match_rate", "top1_agreement", "mean_kl", "accuracy",
+                 "accuracy_drop")
+
+
+def quality_figures_text(figures: dict) -> str:
+    """The gate's key figures in words: fidelity, accuracy, and the drop (or the accuracy,
+    for the reference) per eval-set class."""
+    shown = [f"{k} {fmt(float(figures[k]), 3)}" for k in QUALITY_SHOWN
+             if isinstance(figures.get(k), int | float) and not isinstance(figures[k], bool)]
+    shown += [f"{k.split('.', 1)[1]} drop {fmt(float(v), 3)}" for k, v in figures.items()
+              if k.startswith("accuracy_drop.") and isinstance(v, int | float)]
+    shown += [f"{name} accuracy {fmt(float(v), 3)}"
+              for name, v in (figures.get("accuracy_by_class") or {}).items()]
+    return ", ".join(shown)
 
 
 def _quality_text(gate: dict | None) -> str:
     if not gate:
         return "-"
     if not gate.get("gated"):
-        return "not gated: " + "; ".join(r for r in gate.get("reasons") or [] if r)
-    figures = gate.get("figures") or {}
-    shown = ", ".join(f"{k} {fmt(v, 3)}" for k, v in figures.items()
-                      if isinstance(v, int | float) and not isinstance(v, bool))
+        reasons = "; ".join(r for r in gate.get("reasons") or [] if r)
+        return reasons if reasons.startswith("**") else "not gated: " + reasons
+    shown = quality_figures_text(gate.get("figures") or {})
     if gate.get("baseline"):
         return f"reference ({shown})" if shown else "reference"
     verdict = "passed" if gate.get("passed") else "FAILED: " + "; ".join(gate.get("reasons", []))
     return f"{verdict} ({shown})" if shown else verdict
+
+
+def _qps_text(figures: dict) -> str:
+    qps, half = figures.get("qps"), figures.get("qps_half_width")
+    if qps is None:
+        return "-"
+    return f"{qps:.2f} ± {half:.2f}" if half is not None else f"{qps:.2f}"
+
+
+def stage_launches(name: str, record: dict) -> int:
+    """vLLM launches a stage cost: one per measured run (the gate's eval shares its server);
+    a sweep's own count from its archive (its levels, scan servers and confirmations)."""
+    if name != "sweep":
+        return len(record.get("run_ids") or [])
+    state_file = Path(record.get("sweep_dir") or "") / "state.json"
+    if not state_file.is_file():
+        return 0
+    import json
+
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    return (sum(int(p.get("launches") or 0) for p in state.get("history") or [])
+            + int(state.get("server_launches") or 0) + len(state.get("confirmations") or []))
 
 
 def stage_rows(state) -> list[dict]:
@@ -47,10 +84,13 @@ def stage_rows(state) -> list[dict]:
         quant_s = (record.get("checkpoint") or {}).get("seconds")
         rows.append({
             "stage": name, "what": record.get("what", ""), "status": status,
-            **{key: figures.get(key) for key in ("qps", "output_tok_s", "ttft_p50_ms",
-                                                 "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")},
+            **{key: figures.get(key) for key in ("qps", "qps_half_width", "output_tok_s",
+                                                 "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                                                 "tpot_p99_ms")},
+            "qps_text": _qps_text(figures),
             "peak_memory_mib": round(memory / 2**20, 1) if memory else None,
             "quality": _quality_text(record.get("gate")),
+            "launches": stage_launches(name, record),
             "seconds": record.get("seconds"), "quantize_seconds": quant_s,
             "survivor": name == state.survivor,
         })
@@ -72,8 +112,8 @@ def markdown_table(rows: list[dict]) -> str:
 
 def _csv(rows: list[dict]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=[key for key, _t in COLUMNS]
-                            + ["quantize_seconds", "survivor"])
+    writer = csv.DictWriter(buffer, fieldnames=[key for key, _t in COLUMNS] + list(CSV_EXTRA),
+                            extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
@@ -109,9 +149,12 @@ def write_outputs(archive: RunArchive, state, objective: str) -> list[dict]:
     _plot(rows, archive.file("plot.png"), objective)
     links = [f"- {name}: " + ", ".join(
         f"`{STEP}`" for STEP in _archives_of(record)) for name, record in state.stages.items()]
+    from model_optimizer.optimize.summary import before_after
+
     report = [f"# mopt optimize {archive.id}", "",
               f"Recipe `{state.recipe_file}`; survivor: **{state.survivor or 'none'}** "
               f"(by {objective}); revision written to `{state.output}`.", "",
+              *before_after(state, rows, archive.id), "## Every stage", "",
               markdown_table(rows), "", "Stage archives (under steps/):", *links, "",
               "![stages](plot.png)", ""]
     archive.write_text("report.md", "\n".join(report))

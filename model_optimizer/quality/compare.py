@@ -2,9 +2,10 @@
 
 Fidelity (:mod:`quality.fidelity`) uses the first repeat (the recorded seed): its
 generations, and the teacher-forced distributions of both deployments along the baseline's
-answers. Exact match is also given per repeat. Task accuracy is judged against the spread of
-the repeats (:func:`quality.scoring.compare_accuracy`); an lm-eval task's difference against
-its reported standard errors (beyond noise when the drop exceeds 1.96 times the combined
+answers. Exact match is also given per repeat. Task accuracy (overall and per eval-set
+class) is judged against the spread of the repeats
+(:func:`quality.scoring.compare_accuracy`); an lm-eval task's difference against its
+reported standard errors (beyond noise when the drop exceeds 1.96 times the combined
 standard error).
 """
 
@@ -31,6 +32,7 @@ class Comparison:
     exact_match_per_repeat: list[float] = field(default_factory=list)
     accuracy: AccuracyComparison | None = None
     lm_eval: list[dict] = field(default_factory=list)
+    by_class: dict[str, AccuracyComparison] = field(default_factory=dict)
 
     def figures(self) -> dict:
         """Flat figures for tables, the validated block and ``mopt diff``."""
@@ -45,6 +47,10 @@ class Comparison:
             out.update(baseline_accuracy=self.accuracy.baseline_mean,
                        accuracy=self.accuracy.candidate_mean,
                        accuracy_drop=self.accuracy.drop, accuracy_noise=self.accuracy.noise)
+        for name, acc in self.by_class.items():
+            out.update({f"baseline_accuracy.{name}": acc.baseline_mean,
+                        f"accuracy.{name}": acc.candidate_mean,
+                        f"accuracy_drop.{name}": acc.drop})
         for task in self.lm_eval:
             out[f"lm_eval.{task['task']}"] = task["candidate"]
             out[f"lm_eval.{task['task']}.drop"] = task["drop"]
@@ -56,6 +62,7 @@ class Comparison:
                 "fidelity": self.fidelity.to_dict() if self.fidelity else None,
                 "exact_match_per_repeat": self.exact_match_per_repeat,
                 "accuracy": self.accuracy.to_dict() if self.accuracy else None,
+                "by_class": {k: v.to_dict() for k, v in self.by_class.items()},
                 "lm_eval": self.lm_eval, "figures": self.figures()}
 
 
@@ -92,5 +99,8 @@ def compare_evals(base: EvalResult, cand: EvalResult) -> Comparison:
         result.exact_match_per_repeat = [
             _exact_rate(b, c) for b, c in zip(base.generations, cand.generations, strict=False)]
     result.accuracy = compare_accuracy(base.accuracy(), cand.accuracy())
+    for name in base.classes():
+        if (found := compare_accuracy(base.accuracy(name), cand.accuracy(name))) is not None:
+            result.by_class[name] = found
     result.lm_eval = _lm_eval_deltas(base, cand)
     return result

@@ -1,7 +1,8 @@
 """The recipe's ``quality:`` section as typed data, and which knobs can change outputs.
 
 Relative paths (``baseline`` when it names a recipe file, ``eval_set``,
-``lm_eval.include_path``) are resolved from the recipe file's folder, like ``model.path``.
+``lm_eval.include_path``) are resolved from the recipe file's folder, like ``model.path``;
+``eval_set: mopt:general`` is the eval set shipped with mopt.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from model_optimizer.quality.client import Sampling
+from model_optimizer.quality.evalset import BUILTIN_PREFIX, builtin_eval_set
 
 #: Recipe fields whose change can change what the model answers, so a search gates them.
 #: Quantization and dtype change the weights' and activations' arithmetic, kv_cache_dtype the
@@ -87,6 +89,16 @@ class QualityConfig:
         """True when there is something to evaluate (an eval set or lm-eval tasks)."""
         return bool(self.eval_set or self.lm_eval.tasks)
 
+    @property
+    def gate_problem(self) -> str | None:
+        """Why this section cannot gate a candidate (nothing to evaluate, or no threshold to
+        judge by), in words; None when it can."""
+        if not self.enabled:
+            return "the quality section names no eval set or lm-eval task"
+        if not self.thresholds.any():
+            return "the quality section sets no thresholds"
+        return None
+
     def with_overrides(self, **changes) -> QualityConfig:
         """A copy with top-level fields replaced (None values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -97,6 +109,13 @@ class QualityConfig:
                 "sampling": self.sampling.to_dict(), "repeats": self.repeats,
                 "concurrency": self.concurrency, "request_timeout_s": self.request_timeout_s,
                 "lm_eval": self.lm_eval.to_dict(), "thresholds": self.thresholds.to_dict()}
+
+
+def _eval_set(value: str | None, base_dir: Path | None) -> str | None:
+    """A file (resolved from the recipe's folder) or ``mopt:<name>``, shipped with mopt."""
+    if value is not None and value.startswith(BUILTIN_PREFIX):
+        return str(builtin_eval_set(value))
+    return _path(value, base_dir)
 
 
 def _path(value: str | None, base_dir: Path | None) -> str | None:
@@ -123,7 +142,7 @@ def quality_config(resolved: dict, base_dir: Path | None = None) -> QualityConfi
                         logprobs=section.get("logprobs", 5))
     return QualityConfig(
         baseline=_baseline(section.get("baseline"), base_dir),
-        eval_set=_path(section.get("eval_set"), base_dir),
+        eval_set=_eval_set(section.get("eval_set"), base_dir),
         sampling=sampling, repeats=section.get("repeats", 1),
         concurrency=section.get("concurrency", 1),
         request_timeout_s=section.get("request_timeout_s", 120.0),

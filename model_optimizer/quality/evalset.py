@@ -16,8 +16,12 @@ skipped)::
   equals the reference's), ``regex`` (``pattern`` matches; with a reference, its first group
   must equal it). Default scorer with a reference: ``exact``.
 - ``max_tokens``: this item's generation length (default: the eval's ``max_tokens``).
+- ``class``: the item's class (e.g. ``general``, ``math``, ``code``): accuracy and its drop
+  against a baseline are also reported per class, and the gate's ``max_accuracy_drop``
+  applies to each class as well as to the whole set.
 
-Every problem is reported at once as ``file:line: message (fix)``.
+Every problem is reported at once as ``file:line: message (fix)``. ``mopt:general`` names the
+general eval set shipped with mopt (24 items, classes general, math and code; CC0-1.0).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from pathlib import Path
 from model_optimizer.errors import UsageError
 
 SCORERS = ("exact", "contains", "number", "regex")
-_KEYS = {"id", "prompt", "messages", "reference", "scorer", "pattern", "max_tokens"}
+_KEYS = {"id", "prompt", "messages", "reference", "scorer", "pattern", "max_tokens", "class"}
+_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 MAX_ITEMS = 100_000
 MAX_LINE_CHARS = 1_000_000
 
@@ -47,6 +52,7 @@ class EvalItem:
     pattern: str | None = None
     max_tokens: int | None = None
     line: int = 0
+    item_class: str | None = None
 
     @property
     def scored(self) -> bool:
@@ -64,6 +70,8 @@ class EvalItem:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.item_class is not None:
+            out["class"] = self.item_class
         return out
 
 
@@ -120,6 +128,10 @@ def _item(data: dict, line: int, problems: _Problems) -> EvalItem | None:
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(
             max_tokens, bool) or not 1 <= max_tokens <= 32768):
         problems.add(line, "max_tokens must be an integer from 1 to 32768", "e.g. 16")
+    item_class = data.get("class")
+    if item_class is not None and not (isinstance(item_class, str) and _CLASS.match(item_class)):
+        problems.add(line, "class must be a short name (letters, digits, '_', '-')",
+                     'e.g. "math"')
     item_id = data.get("id", f"line{line}")
     if not isinstance(item_id, str | int) or isinstance(item_id, bool) or item_id == "":
         problems.add(line, "id must be a non-empty string", "e.g. \"add-3-4\"")
@@ -127,7 +139,7 @@ def _item(data: dict, line: int, problems: _Problems) -> EvalItem | None:
         return None
     return EvalItem(str(item_id), prompt, tuple(messages) if messages else None,
                     None if reference is None else str(reference), scorer, pattern,
-                    max_tokens, line)
+                    max_tokens, line, item_class)
 
 
 def parse_eval_set(text: str, file: str) -> list[EvalItem]:
@@ -170,6 +182,21 @@ def parse_eval_set(text: str, file: str) -> list[EvalItem]:
         raise UsageError(f"{len(problems.found)} problem(s) in the eval set:\n"
                          + "\n".join(problems.found[:50]))
     return items
+
+
+BUILTIN_PREFIX = "mopt:"
+_BUILTIN_DIR = Path(__file__).resolve().parent / "data"
+
+
+def builtin_eval_set(name: str) -> Path:
+    """The eval set shipped with mopt as ``mopt:<name>`` (package data, so it is there in an
+    installed wheel too); UsageError naming the ones there are."""
+    found = _BUILTIN_DIR / f"{name.removeprefix(BUILTIN_PREFIX)}.jsonl"
+    if not found.is_file():
+        known = ", ".join(f"{BUILTIN_PREFIX}{p.stem}" for p in sorted(_BUILTIN_DIR.glob("*.jsonl")))
+        raise UsageError(f"quality.eval_set {name}: no such eval set shipped with mopt "
+                         f"(shipped: {known}); or give a JSONL file")
+    return found
 
 
 def load_eval_set(path: str | Path) -> list[EvalItem]:

@@ -6,9 +6,10 @@ Checks (each only when its threshold is set in ``quality.thresholds``):
 - ``min_top1_agreement``: teacher-forced top-1 agreement, pooled over positions.
 - ``max_mean_kl``: mean KL(baseline || candidate) in nats per position.
 - ``max_accuracy_drop``: task accuracy drop (baseline minus candidate, as a fraction: 0.02 =
-  2 points), for the eval set's scored items and each lm-eval task; a drop fails only when it
-  is also beyond noise (the spread of the repeats, see :mod:`quality.scoring`; lm-eval's
-  standard errors), so one unlucky run never fails a candidate.
+  2 points), for the eval set's scored items, each of their classes and each lm-eval task;
+  a drop fails only when it is also beyond noise (the spread of the repeats, see
+  :mod:`quality.scoring`; lm-eval's standard errors), so one unlucky run never fails a
+  candidate.
 
 A candidate whose eval failed (the server did not start, requests failed) fails the gate; so
 does a threshold whose figure could not be measured.
@@ -94,6 +95,11 @@ def _accuracy_checks(comparison: Comparison, limit: float) -> list[Check]:
                             f"accuracy {acc.baseline_mean:.3f} -> {acc.candidate_mean:.3f} "
                             f"(drop {acc.drop:+.3f}, {noise} the noise of "
                             f"{acc.noise:.3f}; limit {limit:g})"))
+    for name, per in comparison.by_class.items():
+        failed = per.drop > limit and per.beyond_noise
+        checks.append(Check(f"max_accuracy_drop[class {name}]", limit, per.drop, not failed,
+                            f"class {name} accuracy {per.baseline_mean:.3f} -> "
+                            f"{per.candidate_mean:.3f} (drop {per.drop:+.3f}; limit {limit:g})"))
     for task in comparison.lm_eval:
         failed = task["drop"] > limit and task["beyond_noise"]
         checks.append(Check(f"max_accuracy_drop[{task['task']}]", limit, task["drop"],

@@ -56,11 +56,18 @@ class EvalResult:
         """True when the eval completed."""
         return self.status == "ok"
 
-    def accuracy(self) -> list[list[bool]]:
-        """``[repeat][scored item]`` correctness (see :mod:`quality.scoring`)."""
+    def classes(self) -> list[str]:
+        """The classes of the scored items (``class`` in the eval set), in first-seen order."""
+        return list(dict.fromkeys(i.item_class for i in self.items
+                                  if i.scored and i.item_class is not None))
+
+    def accuracy(self, item_class: str | None = None) -> list[list[bool]]:
+        """``[repeat][scored item]`` correctness (see :mod:`quality.scoring`), of one class
+        when ``item_class`` is given."""
         from model_optimizer.quality.scoring import score
 
-        by_id = {item.id: item for item in self.items if item.scored}
+        by_id = {item.id: item for item in self.items if item.scored
+                 and (item_class is None or item.item_class == item_class)}
         return [[bool(score(by_id[g.id], g.text)) for g in repeat if g.id in by_id]
                 for repeat in self.generations]
 
@@ -77,6 +84,8 @@ class EvalResult:
                 "accuracy": mean(per_repeat) if per_repeat else None,
                 "accuracy_per_repeat": per_repeat,
                 "accuracy_spread": spread(per_repeat) if per_repeat else None,
+                "accuracy_by_class": {c: mean(mean(r) for r in self.accuracy(c) if r)
+                                      for c in self.classes()},
                 "lm_eval": {s.task: {"metric": s.metric, "value": s.value, "stderr": s.stderr}
                             for s in self.lm_eval}}
 

@@ -1,5 +1,6 @@
 """The quality gate inside a search (``sweep``, ``tune``): which candidates to evaluate,
-against which baseline, evaluated once per search.
+against which baseline, evaluated once per search; and the refusal of a search that would
+keep an output-changing candidate with no gate at all (:func:`require_gate`).
 
 A candidate is gated when the recipe has a quality section with something to evaluate and
 its configuration differs from the baseline's in a field that can change outputs
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from model_optimizer.errors import UsageError
 from model_optimizer.quality.api import evaluate, load_baseline
 from model_optimizer.quality.config import QualityConfig, changes_outputs, quality_config
 from model_optimizer.quality.gate import GateResult
@@ -25,6 +27,31 @@ from model_optimizer.recipe import LoadedRecipe
 EventCallback = Callable[[str, dict], None]
 IGNORED_TOP = ("name", "description", "revision", "validated", "sweep", "tune", "quality",
                "workload", "slo")
+
+
+NO_GATE_FLAG = "--no-quality-gate"
+
+
+def require_gate(loaded: LoadedRecipe, fields: list[str], allow_ungated: bool,
+                 what: str) -> list[str]:
+    """Refuse a search that would keep an output-changing candidate without a quality gate.
+
+    ``fields``: the dotted recipe fields the search varies (e.g. ``engine.kv_cache_dtype``).
+    Returns the output-changing ones left ungated (only with ``allow_ungated``, the user's
+    explicit ``--no-quality-gate``); raises UsageError (exit 2, before any launch) otherwise.
+    """
+    changing = changes_outputs(fields)
+    problem = quality_config(loaded.resolved, loaded.base_dir).gate_problem
+    if not changing or problem is None:
+        return []
+    if allow_ungated:
+        return changing
+    raise UsageError(
+        f"{what} would try {', '.join(changing)}, which change the model's answers, but "
+        f"{problem}: nothing would compare them with the baseline's. Set quality.eval_set "
+        "(mopt:general ships with mopt; `mopt init --prompts FILE` uses your prompts) and "
+        "quality.thresholds (e.g. min_top1_agreement: 0.9), or pass "
+        f"{NO_GATE_FLAG} to judge them on speed alone (the report and the revision say so)")
 
 
 def _flatten(value, prefix: str = "") -> dict:

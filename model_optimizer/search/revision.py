@@ -1,5 +1,7 @@
 """What a search leaves behind when it succeeds: the chosen configuration written as the next,
-validated revision of the recipe (the previous and the written text kept in the archive).
+validated revision of the recipe (the previous and the written text kept in the archive),
+pinned to the checkpoint it was measured on (``model.pins``, quantized or not), and marked in
+bold when an output-changing field changed without a quality gate.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from model_optimizer.archive import RunArchive, utc_now
 from model_optimizer.archive.names import PREVIOUS_RECIPE, WRITTEN_RECIPE
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.measure import FIGURE_KEYS
+from model_optimizer.models.pins import served_pins
+from model_optimizer.quality.config import changes_outputs, quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.recipe.writer import write_revision
@@ -37,6 +41,11 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
     }
     if quality is not None:
         validated["quality"] = validated_quality(quality)
+    elif ungated := ungated_changes(loaded, changes):
+        validated["quality"] = {"gated": False, "passed": None, "reasons": [
+            f"{NOT_GATED}: {', '.join(ungated)} changed without a quality gate "
+            "(--no-quality-gate); its answers were never compared with the baseline's"]}
+    changes = {**changes, **pin_changes(loaded, changes, output)}
     archive.write_text(PREVIOUS_RECIPE, loaded.source_text)
     text = write_revision(loaded, changes, validated, output)
     archive.write_text(WRITTEN_RECIPE, text)
@@ -45,6 +54,37 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
 
 QUALITY_FIGURES = ("exact_match_rate", "top1_agreement", "mean_kl", "max_kl",
                    "mean_first_divergence", "accuracy", "baseline_accuracy", "accuracy_drop")
+
+
+NOT_GATED = "**NOT QUALITY-GATED**"
+
+
+def ungated_changes(loaded: LoadedRecipe, changes: dict) -> list[str]:
+    """The output-changing fields among ``changes`` (dotted) when the recipe has no quality
+    gate: a revision that changes them says so in bold (``validated.quality``)."""
+    if quality_config(loaded.resolved, loaded.base_dir).gate_problem is None:
+        return []
+    return changes_outputs([".".join(key) for key in changes])
+
+
+def pin_changes(loaded: LoadedRecipe, changes: dict, output: Path) -> dict:
+    """``model.pins`` for the checkpoint the revision serves when ``changes`` bring none: its
+    SHA-256 (weights and config, hashed once per process, :mod:`models.pins`), itself as
+    the source. Nothing when it is not a local folder (a hub id) or is already pinned."""
+    if ("model", "pins") in changes:
+        return {}
+    model = loaded.resolved["model"]
+    if ("model", "path") in changes:
+        source = str(changes[("model", "path")])
+        folder = Path(source) if Path(source).is_absolute() else output.resolve().parent / source
+    else:
+        source, folder = model["path"], Path(model_location(loaded.resolved, loaded.base_dir))
+    if not (folder / "config.json").is_file():
+        return {}
+    pins = served_pins(folder, source, model.get("revision"))
+    if (model.get("pins") or {}).get("sha256") == pins["sha256"]:
+        return {}
+    return {("model", "pins"): pins}
 
 
 def validated_quality(verdict: dict) -> dict:

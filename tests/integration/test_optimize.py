@@ -1,9 +1,11 @@
-"""`mopt optimize` end to end on the real vLLM CPU server, llm-compressor and the tiny model.
+"""`mopt init` then `mopt optimize`, with no extra flags, on the real vLLM CPU server,
+llm-compressor and the tiny trained model: what a new user gets.
 
-Baseline, one quantized candidate (W8A8, served on CPU), the quality gate (when the recipe
-has a quality section), a short max_num_seqs sweep on the survivor, and the validated
-revision whose pins match the checkpoint on disk; then a changed weight file is reported by
-`mopt apply` (refused with --strict).
+`init` writes a quality section that gates (the eval set shipped with mopt, classes general,
+math and code), so every output-changing candidate (W4A16 weights, an fp8 KV cache) has a
+verdict against the baseline's answers, evaluated on the server its measurement launched (no
+launch of its own); the written revision pins the checkpoint it was measured on, and a
+changed weight byte in that (unquantized) checkpoint is refused by `mopt apply --strict`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 
 import pytest
 import yaml
@@ -18,69 +21,69 @@ import yaml
 from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.models.pins import checkpoint_hash
 
-from .conftest import ROOT, TINY_RECIPE, run_mopt
+from .conftest import run_mopt
 from .test_quantize import require_quant_env
 
 pytestmark = pytest.mark.integration
+CLASSES = ("general", "math", "code")
 
 
-def test_optimize_tiny_model_end_to_end(tiny_model, tmp_path):
+def _check_gates(state: dict, steps: set[str]) -> list[str]:
+    """Every output-changing candidate that ran has a verdict, with the per-class drop."""
+    reference = state["stages"]["baseline"]["gate"]
+    assert reference["gated"] and reference["baseline"] and reference["run_id"] in steps
+    assert set(reference["figures"]["accuracy_by_class"]) == set(CLASSES)
+    ran = []
+    for name, stage in state["stages"].items():
+        if stage.get("kind") != "candidate" or stage["status"] == "skipped":
+            continue
+        gate = stage["gate"]
+        assert gate["gated"] and isinstance(gate["passed"], bool), (name, gate)
+        assert gate["run_id"] in steps, (name, gate)
+        assert 0.0 <= gate["figures"]["top1_agreement"] <= 1.0
+        assert {f"accuracy_drop.{c}" for c in CLASSES} <= set(gate["figures"]), gate
+        assert len(stage["run_ids"]) == 1  # the eval shared the measurement's server
+        ran.append(name)
+    return ran
+
+
+def test_init_then_optimize_gates_pins_and_refuses_a_tampered_weight(trained_model, tmp_path):
     require_quant_env()
-    recipe = yaml.safe_load(TINY_RECIPE.read_text())
-    recipe["model"]["path"] = str(tiny_model)
-    recipe["workload"].update(num_requests=24, warmup_requests=2)
-    recipe["slo"] = {"min_success_rate": 1.0}
-    recipe["sweep"] = {"param": "max_num_seqs", "start": 2, "max": 4, "max_launches": 2,
-                       "confirm_duration_s": 3}
-    recipe["quantize"] = {"output": "tiny-w8a8",
-                          "calibration": {"num_samples": 16, "max_seq_length": 64}}
-    # the gate: the candidate's answers against the baseline's on the shipped eval set
-    recipe["quality"] = {"eval_set": str(ROOT / "examples" / "quality" / "tiny-tasks.jsonl"),
-                         "max_tokens": 8, "thresholds": {"min_top1_agreement": 0.5}}
-    recipe["optimize"] = {"survivor": "best_candidate",
-                          "candidates": [{"name": "w8a8", "quantize": {"scheme": "w8a8"}}]}
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    runs = tmp_path / "runs"
+    model = tmp_path / "tiny-llama-trained"
+    shutil.copytree(trained_model, model)  # the revision pins this copy, tampered below
+    recipe, runs = tmp_path / "recipes" / "tiny.yaml", tmp_path / "runs"
+    init = run_mopt("init", str(model), "--output", str(recipe))
+    assert init.returncode == 0, init.stdout + init.stderr
 
-    done = run_mopt("optimize", str(path), "--runs-dir", str(runs), "--json", timeout=1800)
+    done = run_mopt("optimize", str(recipe), "--runs-dir", str(runs), "--json", timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     outcome = json.loads(done.stdout)
-    assert outcome["survivor"] == "w8a8"
     archive = runs / outcome["pipeline_id"]
     assert verify_archive(archive) == []
     state = json.loads((archive / "state.json").read_text())
-    assert list(state["stages"]) == ["baseline", "w8a8", "sweep"]
-    for stage in state["stages"].values():
-        assert stage["status"] == "ok", stage
+    assert state["ungated"] == []
     steps = {p.name for p in (archive / "steps").iterdir()}
-    assert set(state["stages"]["baseline"]["run_ids"]) <= steps
-    assert state["stages"]["w8a8"]["checkpoint"]["archive"] in steps
-    assert os.path.basename(state["stages"]["sweep"]["sweep_dir"]) in steps
-    reference, gate = state["stages"]["baseline"]["gate"], state["stages"]["w8a8"]["gate"]
-    assert reference["gated"] and reference["baseline"] and reference["run_id"] in steps
-    assert gate["gated"] and gate["passed"] and gate["run_id"] in steps
-    assert 0.5 <= gate["figures"]["top1_agreement"] <= 1.0
-    assert gate["figures"]["mean_kl"] >= 0.0
+    assert sorted(_check_gates(state, steps)) == ["kv-fp8", "w4a16"]
 
-    checkpoint = tmp_path / "tiny-w8a8"
-    written = yaml.safe_load(path.read_text())
+    written = yaml.safe_load(recipe.read_text())
     assert written["revision"] == 2 and written["validated"]["by"] == "optimize"
-    assert written["model"]["pins"]["sha256"] == checkpoint_hash(checkpoint).sha256
-    assert written["model"]["quantization"] == "compressed-tensors"
-    assert written["engine"]["max_num_seqs"] == state["stages"]["sweep"]["chosen"]
+    served = (recipe.parent / written["model"]["path"]).resolve()
+    assert written["model"]["pins"]["sha256"] == checkpoint_hash(served).sha256
+    # on CPU the W4A16 checkpoint is slower than bf16 (issue 25: 15.1 vs 22.9 req/s): the
+    # survivor serves the unquantized copy, pinned all the same
+    assert written["model"]["quantization"] == "none" and served == model.resolve()
     rows = list(csv.DictReader((archive / "summary.csv").open()))
-    assert [r["stage"] for r in rows] == ["baseline", "w8a8", "sweep"]
-    assert all(float(r["qps"]) > 0 for r in rows)
-    assert (archive / "plot.png").stat().st_size > 1000
-    assert "| **w8a8** (survivor) |" in (archive / "report.md").read_text()
+    assert [r["stage"] for r in rows][:3] == ["baseline", "w4a16", "kv-fp8"]
+    report = (archive / "report.md").read_text()
+    assert "## Before / after" in report and "Pins: the revision serves" in report
+    assert "math drop" in report and "| all |" in report
 
-    weights = checkpoint / "model.safetensors"
+    weights = model / "model.safetensors"
     with weights.open("r+b") as handle:
         handle.seek(-16, os.SEEK_END)
         byte = handle.read(1)
         handle.seek(-16, os.SEEK_END)
         handle.write(bytes([byte[0] ^ 0xFF]))
-    refused = run_mopt("apply", str(path), "--runs-dir", str(runs), "--strict")
+    refused = run_mopt("apply", str(recipe), "--runs-dir", str(runs), "--strict")
     assert refused.returncode == 2
     assert "model.safetensors changed" in refused.stderr + refused.stdout

@@ -80,3 +80,21 @@ def test_a_missed_slo_is_measured_not_failed(tmp_path, tiny_model_dir):
 
 def test_step_figures_of_nothing():
     assert step_figures(None) == {}
+
+
+def test_while_serving_runs_once_on_the_first_repeats_live_server(tmp_path, tiny_model_dir):
+    """The optimize gate's hook: called with the first repeat's server URL after its load
+    test, while that server still answers, and not again on later repeats."""
+    import requests
+
+    step = variant(mock_recipe(tmp_path, tiny_model_dir), ["engine.max_num_seqs=2"])
+    seen = []
+
+    def on_server(base_url: str) -> None:
+        seen.append((base_url, requests.get(f"{base_url}/v1/models", timeout=10).status_code))
+
+    result = measure_configuration(step, tmp_path / "runs", repeats=2, objective="qps",
+                                   engine_factory=MockEngine(ttft_ms=2),
+                                   while_serving=on_server)
+    assert result.status == "ok" and len(result.run_ids) == 2
+    assert len(seen) == 1 and seen[0][0].startswith("http://127.0.0.1:") and seen[0][1] == 200

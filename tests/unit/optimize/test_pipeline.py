@@ -16,6 +16,7 @@ import yaml
 import model_optimizer.optimize.pipeline as pipeline_module
 from model_optimizer.archive.index import all_rows
 from model_optimizer.archive.manifest import verify_archive
+from model_optimizer.errors import UsageError
 from model_optimizer.measure import Measurement
 from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
@@ -24,6 +25,7 @@ from model_optimizer.recipe import load_recipe
 from ..quantize.test_run import FAKE
 
 QPS = {"baseline": 10.0, "w4a16": 12.0, "kv-fp8": 11.0}
+UNGATED = {"no_quality_gate": True}  # the user's explicit --no-quality-gate
 
 
 @pytest.fixture
@@ -53,13 +55,15 @@ def project(tmp_path, monkeypatch):
 
 
 def scripted(calls, interrupt_on=None):
-    def measure(step, runs_base, **_kwargs):
+    def measure(step, runs_base, while_serving=None, **_kwargs):
         model = step.resolved["model"]
         name = ("w4a16" if model["quantization"] == "compressed-tensors" else
                 "kv-fp8" if step.resolved["engine"]["kv_cache_dtype"] == "fp8" else "baseline")
         calls.append(name)
         if name == interrupt_on:
             raise KeyboardInterrupt
+        if while_serving is not None:
+            while_serving(f"http://127.0.0.1:1/{name}")  # the gate's eval on this server
         return Measurement("ok", [QPS[name]], True, run_ids=[f"run-{name}"],
                            figures={"qps": QPS[name], "ttft_p99_ms": 50.0,
                                     "peak_memory_bytes": 2**30, "status": "ok"})
@@ -69,14 +73,14 @@ def scripted(calls, interrupt_on=None):
 def test_stages_survivor_revision_and_report(project, monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
-    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
     assert outcome.exit_code == 0, outcome.reason
     assert calls == ["baseline", "w4a16", "kv-fp8"]  # GPU-only ones never launched
     assert outcome.survivor == "w4a16"
     rows = {row["stage"]: row for row in outcome.rows}
     assert rows["nv"]["status"].startswith("skipped: quantize.scheme nvfp4 is GPU-only")
     assert rows["kv-int8"]["status"].startswith("skipped: kv_cache_dtype int8_per_token_head")
-    assert rows["w4a16"]["quality"].startswith("not gated")
+    assert rows["w4a16"]["quality"].startswith("**NOT QUALITY-GATED**")
     written = load_recipe(project / "r.yaml")
     model = written.resolved["model"]
     assert written.resolved["revision"] == 2
@@ -100,12 +104,12 @@ def test_stages_survivor_revision_and_report(project, monkeypatch):
 def test_the_baseline_survives_when_it_is_fastest(project, monkeypatch):
     monkeypatch.setitem(QPS, "baseline", 20.0)
     monkeypatch.setattr(pipeline_module, "measure_configuration", scripted([]))
-    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
     assert outcome.survivor == "baseline"
     assert load_recipe(project / "r.yaml").resolved["model"]["path"] == "models/m"
     best = start_optimize(load_recipe(project / "r.yaml", ["optimize.survivor=best_candidate",
                                                           "quantize.output=models/again"]),
-                          project / "runs")
+                          project / "runs", **UNGATED)
     assert best.survivor == "w4a16"
 
 
@@ -114,7 +118,7 @@ def test_interrupted_pipeline_resumes_without_redoing_stages(project, monkeypatc
     monkeypatch.setattr(pipeline_module, "measure_configuration",
                         scripted(calls, interrupt_on="kv-fp8"))
     with pytest.raises(KeyboardInterrupt):
-        start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+        start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
     [archive] = [p for p in (project / "runs").iterdir() if p.is_dir()]
     assert json.loads((archive / "status.json").read_text())["status"] == "interrupted"
     quantized_once = list((archive / "steps").glob("*"))
@@ -138,7 +142,7 @@ def test_an_error_in_a_stage_still_closes_the_pipeline_archive(project, monkeypa
 
     monkeypatch.setattr(pipeline_module, "measure_configuration", broken)
     with pytest.raises(RuntimeError, match="measuring step broke"):
-        start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+        start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
     [archive] = [p for p in (project / "runs").iterdir() if p.is_dir()]
     status = json.loads((archive / "status.json").read_text())
     assert status["status"] == "interrupted"
@@ -158,57 +162,136 @@ def test_a_bad_candidate_is_refused_before_anything_runs(project, monkeypatch):
     bad = load_recipe(project / "r.yaml",
                       ['optimize.candidates=[{"name": "x", "quantize": {"scheme": "int3"}}]'])
     with pytest.raises(Exception, match="optimize.candidates x"):
-        start_optimize(bad, project / "runs")
+        start_optimize(bad, project / "runs", **UNGATED)
     assert calls == [] and not (project / "runs").exists()
 
 
 class FakeQuality:
-    """Stands in for model_optimizer.quality: the baseline eval, then a verdict per candidate."""
+    """Stands in for model_optimizer.quality: the baseline eval, then a verdict per candidate,
+    each on the server its measurement launched (the URL the scripted measure passes)."""
 
     def __init__(self, passes: bool):
-        self.passes, self.gated = passes, []
+        self.passes, self.gated, self.urls = passes, [], []
 
     def quality_of(self, loaded):
-        from dataclasses import make_dataclass
+        from model_optimizer.quality import quality_of
 
-        config = make_dataclass("Config", [("enabled", bool), ("baseline", object)])
-        return config(True, "elsewhere.yaml")
+        return quality_of(loaded)
 
-    def evaluate(self, loaded, *, config, runs_base, on_event=None):
+    def evaluate(self, loaded, *, config, baseline, url, runs_base, on_event=None):
         from types import SimpleNamespace
 
-        assert config.baseline is None  # the reference is not compared with anything
-        result = SimpleNamespace(ok=True, run_id="eval-baseline",
-                                 figures=lambda: {"accuracy": 0.5})
-        return SimpleNamespace(result=result)
+        self.urls.append(url)
+        if baseline is None:  # the reference is not compared with anything
+            assert config.baseline is None
+            result = SimpleNamespace(ok=True, run_id="eval-baseline",
+                                     figures=lambda: {"accuracy": 0.5})
+            return SimpleNamespace(result=result, gate=None)
+        self.gated.append((loaded.resolved["model"]["quantization"], baseline.run_id))
+        gate = SimpleNamespace(passed=self.passes, candidate_run="eval-candidate",
+                               figures={"top1_agreement": 0.4, "accuracy_drop.math": 0.25},
+                               reasons=[] if self.passes else ["top-1 agreement 0.4 < 0.9"])
+        return SimpleNamespace(result=SimpleNamespace(ok=True, run_id="eval-candidate"),
+                               gate=gate)
 
-    def gate(self, candidate, baseline, *, config, runs_base, on_event=None):
-        from types import SimpleNamespace
 
-        self.gated.append((candidate.resolved["model"]["quantization"], baseline.run_id))
-        return SimpleNamespace(passed=self.passes, figures={"top1_agreement": 0.4},
-                               reasons=[] if self.passes else ["top-1 agreement 0.4 < 0.9"],
-                               candidate_run="eval-candidate")
+GATED = ['optimize.candidates=[{"name": "w4a16", "quantize": {"scheme": "w4a16"}}]',
+         "quality.eval_set=set.jsonl", "quality.thresholds.min_top1_agreement=0.9"]
 
 
 @pytest.mark.parametrize("passes", [True, False])
-def test_candidates_are_gated_against_the_baseline_eval(project, monkeypatch, passes):
+def test_candidates_are_gated_on_their_own_server(project, monkeypatch, passes):
     import model_optimizer.optimize.gate as gate_module
 
     fake = FakeQuality(passes)
     monkeypatch.setattr(gate_module, "_quality", lambda: fake)
-    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted([]))
-    recipe = load_recipe(project / "r.yaml", ['optimize.candidates=[{"name": "w4a16", '
-                                              '"quantize": {"scheme": "w4a16"}}]',
-                                              "quality.eval_set=set.jsonl"])
-    outcome = start_optimize(recipe, project / "runs")
+    calls = []
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
+    outcome = start_optimize(load_recipe(project / "r.yaml", GATED), project / "runs")
     assert fake.gated == [("compressed-tensors", "eval-baseline")]
+    # no launch of its own: each eval ran on the server its measurement started
+    assert calls == ["baseline", "w4a16"]
+    assert fake.urls == ["http://127.0.0.1:1/baseline", "http://127.0.0.1:1/w4a16"]
     rows = {row["stage"]: row for row in outcome.rows}
     assert rows["baseline"]["quality"] == "reference (accuracy 0.500)"
     if passes:
         assert outcome.survivor == "w4a16"
-        assert rows["w4a16"]["quality"] == "passed (top1_agreement 0.400)"
+        assert rows["w4a16"]["quality"].startswith("passed (top1_agreement 0.400")
+        assert "math drop 0.250" in rows["w4a16"]["quality"]
     else:  # a failing candidate never survives, whatever its speed
         assert outcome.survivor == "baseline"
         assert rows["w4a16"]["status"] == "gated: top-1 agreement 0.4 < 0.9"
         assert rows["w4a16"]["quality"].startswith("FAILED: top-1 agreement")
+
+
+def test_a_candidate_that_did_not_run_fails_the_gate(project, monkeypatch):
+    import model_optimizer.optimize.gate as gate_module
+
+    monkeypatch.setattr(gate_module, "_quality", lambda: FakeQuality(True))
+
+    def no_server_for_w4a16(step, runs_base, while_serving=None, **kwargs):
+        if step.resolved["model"]["quantization"] == "compressed-tensors":
+            return Measurement("failed", failure_kind="oom", reason="out of memory")
+        return scripted([])(step, runs_base, while_serving=while_serving)
+
+    monkeypatch.setattr(pipeline_module, "measure_configuration", no_server_for_w4a16)
+    outcome = start_optimize(load_recipe(project / "r.yaml", GATED), project / "runs")
+    gate = json.loads((outcome.archive / "state.json").read_text())["stages"]["w4a16"]["gate"]
+    assert gate["gated"] and not gate["passed"]
+    assert gate["reasons"] == ["not evaluated: the candidate did not run"]
+    assert outcome.survivor == "baseline"
+
+
+def test_ungated_output_changing_candidates_are_refused_before_anything_runs(project,
+                                                                              monkeypatch):
+    calls = []
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
+    with pytest.raises(UsageError, match="--no-quality-gate") as refused:
+        start_optimize(load_recipe(project / "r.yaml"), project / "runs")
+    # the runnable candidates' fields are named; the GPU-only ones are skipped anyway
+    assert "model.quantization, engine.kv_cache_dtype" in str(refused.value)
+    assert "names no eval set" in str(refused.value)
+    assert calls == [] and not (project / "runs").exists()
+    # an eval set without thresholds cannot judge either
+    with pytest.raises(UsageError, match="sets no thresholds"):
+        start_optimize(load_recipe(project / "r.yaml", ["quality.eval_set=set.jsonl"]),
+                       project / "runs")
+
+
+def test_no_quality_gate_is_recorded_in_bold_in_report_and_revision(project, monkeypatch):
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted([]))
+    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
+    assert outcome.survivor == "w4a16"
+    state = json.loads((outcome.archive / "state.json").read_text())
+    assert state["ungated"] == ["model.quantization", "engine.kv_cache_dtype"]
+    rows = {row["stage"]: row for row in outcome.rows}
+    assert rows["w4a16"]["quality"].startswith("**NOT QUALITY-GATED** (--no-quality-gate)")
+    report = (outcome.archive / "report.md").read_text()
+    assert "**NOT QUALITY-GATED**: --no-quality-gate" in report
+    quality = load_recipe(project / "r.yaml").resolved["validated"]["quality"]
+    assert quality["gated"] is False and quality["passed"] is None
+    assert quality["reasons"][0].startswith("**NOT QUALITY-GATED**: model.path, "
+                                            "model.quantization")
+
+
+def test_an_unquantized_revision_is_pinned_and_strict_apply_refuses_a_tampered_weight(
+        project, monkeypatch):
+    from model_optimizer.history.drift import DriftError, check_drift
+    from model_optimizer.models.pins import pin_messages
+
+    monkeypatch.setitem(QPS, "baseline", 20.0)
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted([]))
+    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
+    assert outcome.survivor == "baseline"
+    written = load_recipe(project / "r.yaml")
+    pins = written.resolved["model"]["pins"]
+    folder = project / "models" / "m"
+    assert pins["sha256"] == checkpoint_hash(folder).sha256
+    assert set(pins["files"]) == {"config.json", "model.safetensors"}
+    assert pins["source"]["path"] == "models/m" and "quantize" not in pins
+    # the unquantized revision changes no output-changing field: nothing to mark
+    assert "quality" not in written.resolved["validated"]
+    assert pin_messages(pins, folder) == []
+    (folder / "model.safetensors").write_bytes(b"\x01" + b"\x00" * 31)
+    with pytest.raises(DriftError, match="model.safetensors changed"):
+        check_drift(written.resolved, strict=True, base_dir=written.base_dir)

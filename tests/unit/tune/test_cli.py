@@ -52,3 +52,20 @@ def test_storage_from_the_environment_needs_a_study_name(tmp_path):
     result = invoke("tune", TINY, "--runs-dir", str(tmp_path),
                     env={"MOPT_TUNE_STORAGE": "sqlite:///shared.db"})
     assert result.exit_code == 2 and "--study-name" in result.output
+
+
+def test_output_changing_knobs_need_a_quality_gate_or_the_explicit_flag(tmp_path):
+    """sweep and tune refuse to keep a KV dtype on speed alone (exit 2, nothing launched)
+    unless --no-quality-gate; a scheduling knob needs no gate."""
+    runs = str(tmp_path / "runs")
+    kv_tune = ("--set", "tune.params.kv_cache_dtype={type: categorical, choices: [auto, fp8]}")
+    for args in (("sweep", TINY, "--param", "kv_cache_dtype", "--values", "auto,fp8"),
+                 ("tune", TINY, *kv_tune)):
+        result = invoke(*args, "--runs-dir", runs)
+        assert result.exit_code == 2, (args, result.output)
+        text = " ".join(result.output.split())
+        assert "engine.kv_cache_dtype, which change the model's answers" in text, text
+        assert "--no-quality-gate" in text
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    for flag in ("sweep", "tune", "optimize"):
+        assert "--no-quality-gate" in invoke(flag, "--help").output
