@@ -7,10 +7,12 @@ commented: where it comes from and what to change. The result validates and plan
 
 Choices (each is a plan, measured later by ``apply``/``sweep``/``optimize``):
 
-- ``max_model_len``: the model's ``max_position_embeddings``, lowered to what the KV cache
-  holds (whole 256-token steps) and never below one workload sequence.
+- ``max_model_len``: the model's ``max_position_embeddings``, lowered to the longest request
+  the KV cache holds as vLLM checks it (whole 256-token steps; sliding-window and Mamba
+  layers counted as vLLM allocates them) and never below one workload sequence.
 - ``max_num_seqs``: the planner's largest batch without preemption, capped at vLLM's own
-  default for the accelerator (more would only queue).
+  default for the accelerator (more would only queue); its comment names any architecture
+  the planner assumed and, for a mixture-of-experts model, the experts a step reads.
 - CPU engine: block size 32 (its attention backend needs a multiple of 32), eager mode (no
   torch.compile warm-up), ``VLLM_CPU_KVCACHE_SPACE`` a quarter of the RAM (1 to 16 GiB).
 """
@@ -99,15 +101,29 @@ def _base_document(name: str, model_path: str, config: dict, hw: SeenHardware,
     }
 
 
+def _longest_fitting_len(doc: dict, config: dict, low: int, high: int) -> int:
+    """The longest max_model_len in whole LEN_STEPs (at least ``low``) that the plan fits:
+    bisected, because windowed and Mamba layers make a request's KV cost non-linear."""
+    steps_low, steps_high = 0, (high - low) // LEN_STEP
+    while steps_low < steps_high:
+        mid = (steps_low + steps_high + 1) // 2
+        doc["engine"]["max_model_len"] = low + mid * LEN_STEP
+        if estimate(doc, config).fits_max_model_len:
+            steps_low = mid
+        else:
+            steps_high = mid - 1
+    return low + steps_low * LEN_STEP
+
+
 def _choose_lengths(doc: dict, config: dict) -> dict[str, Any]:
     """Fill max_model_len and max_num_seqs from the planner; return the evidence."""
     seq_len = doc["workload"]["prompt_tokens"] + doc["workload"]["output_tokens"]
     limit = config.get("max_position_embeddings") or max(seq_len, 4096)
     doc["engine"]["max_model_len"] = limit
     report = estimate(doc, config)
-    if report.kv_tokens and report.kv_tokens < limit:
-        fitted = max(seq_len, report.kv_tokens // LEN_STEP * LEN_STEP)
-        doc["engine"]["max_model_len"] = min(limit, fitted)
+    if report.kv_blocks and not report.fits_max_model_len:
+        doc["engine"]["max_model_len"] = min(limit, _longest_fitting_len(doc, config, seq_len,
+                                                                         limit))
         report = estimate(doc, config)
     default = report.recipe_max_num_seqs
     best = max(1, min(report.max_seqs_no_preemption, default))
@@ -116,7 +132,19 @@ def _choose_lengths(doc: dict, config: dict) -> dict[str, Any]:
     return {"position_limit": limit, "kv_tokens": report.kv_tokens,
             "max_seqs_no_preemption": report.max_seqs_no_preemption,
             "vllm_default_max_num_seqs": default, "verdict": report.verdict,
-            "problems": report.problems, "weights_gib": report.weight_bytes / 1024**3}
+            "problems": report.problems, "weights_gib": report.weight_bytes / 1024**3,
+            "assumptions": [w for w in report.warnings if "is not one the planner models"
+                            in w or "unknown layout" in w],
+            "moe": _moe_note(report, best)}
+
+
+def _moe_note(report: Any, batch: int) -> str | None:
+    """What a decode step at ``batch`` reads of a mixture-of-experts model."""
+    if not report.moe or not report.decode_floors:
+        return None
+    floor = next((f for f in report.decode_floors if f.batch == batch), report.decode_floors[-1])
+    return (f"MoE ({report.moe}): at {floor.batch} sequences a step touches most experts "
+            f"(uniform routing), TPOT floor {floor.tpot_floor_ms:.2f} ms")
 
 
 def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,

@@ -11,7 +11,7 @@ layer type):
   qk_rope_head_dim`` elements per token and layer, no separate V, the same on every TP rank;
   ``fp8_ds_mla`` stores 656 bytes per token and layer (FlashMLA sparse layout).
 - ``SlidingWindowSpec``: a request holds at most ``min(sliding_window - 1 +
-  max_num_batched_tokens, max_model_len)`` tokens, plus one block. Only under the hybrid
+  max_num_batched_tokens, max_model_len)`` tokens, plus one block (when the window cuts). Only under the hybrid
   KV cache manager: with ``--disable-hybrid-kv-cache-manager`` a model that mixes full and
   windowed layers allocates its windowed layers in full (``FullAttentionSpec`` docstring).
   Which layers are windowed: ``layer_types`` (gpt-oss, Qwen3), Gemma 2's alternation and
@@ -89,7 +89,7 @@ def attention_of(config: dict[str, Any], layers: int, kv_heads: int,
     shape read them)."""
     model_type = config.get("model_type")
     assumptions = []
-    if model_type not in KNOWN_MODEL_TYPES:
+    if model_type is not None and model_type not in KNOWN_MODEL_TYPES:
         assumptions.append(
             f"model_type {model_type!r} is not one the planner models: planned as "
             f"{layers} layers of full attention with {kv_heads} KV heads x {head_dim} "
@@ -188,7 +188,8 @@ def request_bytes(att: Attention, tokens: int, block: int, step_tokens: int,
     for window, count in att.windows:
         if hybrid_manager or not att.full_layers:
             held = min(window - 1 + step_tokens, tokens)
-            pages = math.ceil(held / block) + 1
+            # +1: a window cut from a longer request may start mid-block
+            pages = math.ceil(held / block) + (1 if held < tokens else 0)
         else:
             pages = full_pages
         total += count * pages * block * per_layer_token

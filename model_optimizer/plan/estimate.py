@@ -44,6 +44,7 @@ from model_optimizer.plan.accelerators import (
     resolve_hardware,
     vllm_default_max_num_seqs,
 )
+from model_optimizer.plan.checkpoint_quant import checkpoint_quant, kernel_verdict
 from model_optimizer.plan.checks import check
 from model_optimizer.plan.kvcache import DTYPE_BYTES, kv_dtype
 from model_optimizer.plan.memory import (
@@ -52,6 +53,7 @@ from model_optimizer.plan.memory import (
     GPU_RESERVE_GIB,
     fill_decode_floors,
     fill_kv,
+    fill_sequences,
     kv_bytes_per_token,
     kv_bytes_per_token_of,
 )
@@ -60,11 +62,12 @@ from model_optimizer.plan.model_shape import (
     ModelShape,
     load_model_config,
 )
-from model_optimizer.plan.protection import apply_workload_shape
+from model_optimizer.plan.protection import DEFAULT_STEP_TOKENS, apply_workload_shape
 from model_optimizer.plan.report import DecodeFloor, PlanReport
 from model_optimizer.plan.weights import (
     QUANT_RULES,
     QuantRule,
+    expert_bytes,
     linear_weight_bits,
     resolve_dtype,
     weight_bytes,
@@ -103,26 +106,51 @@ def estimate(recipe: dict[str, Any], model_config: dict[str, Any]) -> PlanReport
         recipe.get(section) or {} for section in ("model", "engine", "hardware", "workload")
     )
     accel = resolve_hardware(hardware)
-    report = _memory_report(shape, model, engine, accel)
+    report = _memory_report(shape, model, engine, accel, model_config)
     fill_kv(report, engine, accel, workload)
     apply_workload_shape(report, engine, workload)
-    fill_decode_floors(report)
+    fill_sequences(report, shape, engine,
+                   engine.get("max_num_batched_tokens") or DEFAULT_STEP_TOKENS)
+    fill_decode_floors(report, shape)
     check(report, shape, engine, hardware, model)
     return report
 
 
-def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelerator) -> PlanReport:
+def _weight_bits(shape: ModelShape, model: dict, config: dict, accel: Accelerator,
+                 notes: list[str], problems: list[str]) -> tuple[Any, Any, bool]:
+    """(nominal, effective, experts_only): the checkpoint's quantization_config first (vLLM
+    reads it whatever the recipe says), else the recipe's method."""
+    dtype_bits = 8 * DTYPE_BYTES[resolve_dtype(model.get("dtype", "auto"), shape, [])]
+    quantization = model.get("quantization", "none")
+    found = checkpoint_quant(config)
+    if found is None:
+        nominal, effective = linear_weight_bits(quantization, model.get("weight_bits"),
+                                                dtype_bits, notes)
+        return nominal, effective, False
+    notes.append(found.describe())
+    if quantization not in ("none", found.method) and \
+            not quantization.startswith(found.method.split("_")[0]):
+        problems.append(f"model.quantization {quantization} but the checkpoint is "
+                        f"{found.method}: vLLM refuses a method the checkpoint was not made with")
+    problem, note = kernel_verdict(found, accel.name)
+    problems += [problem] if problem else []
+    notes += [note] if note else []
+    return found.bits, found.bits, found.experts_only
+
+
+def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelerator,
+                   config: dict) -> PlanReport:
     notes: list[str] = []
+    problems: list[str] = []
     dtype = resolve_dtype(model.get("dtype", "auto"), shape, notes)
     dtype_bytes = DTYPE_BYTES[dtype]
     quantization = model.get("quantization", "none")
-    nominal, effective = linear_weight_bits(
-        quantization, model.get("weight_bits"), 8 * dtype_bytes, notes
-    )
+    nominal, effective, experts_only = _weight_bits(shape, model, config, accel, notes, problems)
     tp = engine.get("tensor_parallel_size", 1)
-    weights = weight_bytes(shape, effective, dtype_bytes)
+    weights = weight_bytes(shape, effective, dtype_bytes, experts_only)
     kv_name = engine.get("kv_cache_dtype", "auto")
     head_bytes = kv_dtype(kv_name).head_bytes(shape.head_dim, dtype)
+    ds_mla = kv_name == "fp8_ds_mla"
     return PlanReport(
         accelerator=accel.name,
         memory_gib=accel.memory_gib,
@@ -136,8 +164,8 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
         weight_bytes=weights,
         weight_bytes_per_device=math.ceil(weights / tp),
         kv_cache_dtype=kv_name,
-        kv_bytes_per_token=kv_bytes_per_token_of(shape, head_bytes),
-        kv_bytes_per_token_per_device=kv_bytes_per_token_of(shape, head_bytes, tp),
+        kv_bytes_per_token=kv_bytes_per_token_of(shape, head_bytes, ds_mla=ds_mla),
+        kv_bytes_per_token_per_device=kv_bytes_per_token_of(shape, head_bytes, tp, ds_mla),
         gpu_memory_utilization=None if accel.is_cpu else engine.get("gpu_memory_utilization", 0.9),
         reserve_bytes_per_device=0,
         kv_budget_bytes=0,
@@ -152,6 +180,12 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
         recipe_max_num_seqs=engine.get("max_num_seqs") or vllm_default_max_num_seqs(accel),
         recipe_max_num_seqs_is_default=engine.get("max_num_seqs") is None,
         notes=notes,
+        problems=problems,
+        param_source=shape.breakdown.source,
+        expert_param_count=shape.expert_params,
+        moe=shape.moe.describe() if shape.moe else None,
+        attention=shape.layout.describe(),
+        expert_bytes_per_device=math.ceil(expert_bytes(shape, effective) / tp),
     )
 
 

@@ -80,6 +80,12 @@ class ModelShape:
         )
 
     @property
+    def layout(self) -> Attention:
+        """The KV layout: the config's, else every layer full attention."""
+        return self.attention or Attention(self.num_kv_heads, self.head_dim,
+                                           full_layers=self.num_layers)
+
+    @property
     def breakdown(self) -> ParamBreakdown:
         """Parameters by class: transformers' count, else the Llama arithmetic."""
         if self.counted is not None:
