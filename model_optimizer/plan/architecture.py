@@ -11,9 +11,10 @@ layer type):
   qk_rope_head_dim`` elements per token and layer, no separate V, the same on every TP rank;
   ``fp8_ds_mla`` stores 656 bytes per token and layer (FlashMLA sparse layout).
 - ``SlidingWindowSpec``: a request holds at most ``min(sliding_window - 1 +
-  max_num_batched_tokens, max_model_len)`` tokens, plus one block (when the window cuts). Only under the hybrid
-  KV cache manager: with ``--disable-hybrid-kv-cache-manager`` a model that mixes full and
-  windowed layers allocates its windowed layers in full (``FullAttentionSpec`` docstring).
+  max_num_batched_tokens, max_model_len)`` tokens, plus one block (when the window cuts).
+  Only under the hybrid KV cache manager: with ``--disable-hybrid-kv-cache-manager`` a
+  model that mixes full and windowed layers allocates its windowed layers in full
+  (``FullAttentionSpec`` docstring).
   Which layers are windowed: ``layer_types`` (gpt-oss, Qwen3), Gemma 2's alternation and
   Gemma 3's ``sliding_window_pattern`` (as transformers derives ``layer_types``), else every
   layer when ``sliding_window`` is set (vLLM's ``CacheConfig.sliding_window``: Mistral v0.1,
