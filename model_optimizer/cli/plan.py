@@ -54,7 +54,10 @@ def plan_table(report: PlanReport) -> Table:
     rows = [
         ("accelerator", f"{report.accelerator}: {report.memory_gib:,.1f} GiB, "
                         f"{report.bandwidth_gbps:,.0f} GB/s, TP {report.tensor_parallel_size}"),
-        ("parameters", f"{report.param_count:,}"),
+        ("parameters", f"{report.param_count:,} ({report.param_source})"),
+        *([("mixture of experts", f"{report.moe}; {report.expert_param_count:,} in routed "
+                                  "experts")] if report.moe else []),
+        ("layers", report.attention),
         ("weights", f"{_gib(report.weight_bytes)} ({report.quantization}, "
                     f"{report.linear_bits_effective:.2f} bits/linear weight); "
                     f"{_gib(report.weight_bytes_per_device)} per device"),

@@ -102,17 +102,19 @@ def _base_document(name: str, model_path: str, config: dict, hw: SeenHardware,
 
 
 def _longest_fitting_len(doc: dict, config: dict, low: int, high: int) -> int:
-    """The longest max_model_len in whole LEN_STEPs (at least ``low``) that the plan fits:
-    bisected, because windowed and Mamba layers make a request's KV cost non-linear."""
-    steps_low, steps_high = 0, (high - low) // LEN_STEP
-    while steps_low < steps_high:
-        mid = (steps_low + steps_high + 1) // 2
-        doc["engine"]["max_model_len"] = low + mid * LEN_STEP
+    """The longest max_model_len in whole LEN_STEPs between ``low`` and ``high`` that the
+    plan fits, else ``low``: bisected, because windowed and Mamba layers make a request's
+    KV cost non-linear in its length."""
+    first, last = -(-low // LEN_STEP), high // LEN_STEP
+    best = low
+    while first <= last:
+        mid = (first + last) // 2
+        doc["engine"]["max_model_len"] = mid * LEN_STEP
         if estimate(doc, config).fits_max_model_len:
-            steps_low = mid
+            best, first = mid * LEN_STEP, mid + 1
         else:
-            steps_high = mid - 1
-    return low + steps_low * LEN_STEP
+            last = mid - 1
+    return best
 
 
 def _choose_lengths(doc: dict, config: dict) -> dict[str, Any]:

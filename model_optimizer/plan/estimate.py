@@ -1,28 +1,39 @@
 """Memory and bandwidth arithmetic for one resolved recipe, from the model's config.json.
 
-Pure: reads a ``config.json``, imports neither torch nor vLLM, touches no accelerator.
-It answers: do the weights fit, how many tokens the KV cache holds, how many sequences of
-the workload's length run without preemption, will vLLM start with this ``max_model_len``,
-and what floor memory bandwidth puts under TPOT.
+No accelerator, no vLLM; ``transformers`` (and torch) only to count parameters on the meta
+device, once per config (cached: :mod:`param_count`). It answers: do the weights fit, how
+many tokens the KV cache holds, how many sequences of the workload's length run without
+preemption, will vLLM start with this ``max_model_len``, and what floor memory bandwidth
+puts under TPOT.
 
-The pieces live beside it: ``model_shape`` (config.json, parameter counts), ``weights``
-(dtype and quantized weight bytes), ``memory`` (KV budget, blocks, decode floors),
-``report`` (:class:`PlanReport`) and ``checks`` (problems and warnings); this module wires
-them into :func:`estimate` and :func:`fits` and re-exports their public names.
+The pieces live beside it: ``model_shape`` (config.json, parameter counts), ``architecture``
+(the layers' KV layout as vLLM allocates it), ``moe`` (routing and what a step reads),
+``weights`` and ``checkpoint_quant`` (weight bytes, a checkpoint's quantization and its
+kernels), ``memory`` (KV budget, blocks, sequences, decode floors), ``report``
+(:class:`PlanReport`) and ``checks`` (problems and warnings); this module wires them into
+:func:`estimate` and :func:`fits` and re-exports their public names.
 
 Assumptions, stated once here (the report's ``notes`` repeat those that apply):
 
-- Parameters are counted for the Llama architecture (Mistral and Qwen2 share it): token
-  embeddings; per layer q, k, v, o projections, MLP gate/up/down and two RMSNorms; a final
-  norm; an lm_head unless ``tie_word_embeddings``; q/k/v biases for Qwen2 (and
-  ``attention_bias``). Sliding windows are not modelled: the KV cache is planned in full.
-- Quantization touches only the linear layers (q, k, v, o, gate, up, down). Embeddings,
-  lm_head and norms stay in the activation dtype. GPTQ/AWQ-style 4-bit methods store, per
-  group of 128 weights, an fp16 scale and a 4-bit zero point: 4 + (16 + 4) / 128 =
-  4.15625 bits per weight (for Llama-2-7B this gives 3.89 GB, the size of the published
-  GPTQ checkpoint). Other group layouts are in ``QUANT_RULES``. FP8 methods use 8 bits
-  (their per-channel scales are negligible). ``model.weight_bits`` replaces the nominal
-  bits; a method's group overhead still applies.
+- Parameters come from transformers' model class on the meta device, classified per module
+  (embeddings, routed experts, shared experts, other linear layers, routers, towers, the
+  rest); when transformers cannot build the config, from the Llama arithmetic (token
+  embeddings; per layer q, k, v, o, MLP gate/up/down, two RMSNorms; a final norm; an lm_head
+  unless tied; q/k/v biases for Qwen2 and ``attention_bias``; MoE experts of
+  ``intermediate_size``), and the report says which (``param_source``).
+- KV per token and per request follow vLLM's KV cache spec of each layer type
+  (:mod:`architecture`): full attention, MLA, sliding windows (hybrid KV cache manager),
+  Mamba state. An unknown ``model_type`` is planned as full attention with a warning.
+- Quantization touches the linear layers (attention, MLP, experts); embeddings, lm_head,
+  routers and norms stay in the activation dtype. A checkpoint's ``quantization_config``
+  wins over the recipe's method (vLLM reads it): its bits and group scales, its coverage
+  (gpt-oss MXFP4: routed experts only) and vLLM's kernels on the accelerator
+  (:mod:`checkpoint_quant`). Otherwise GPTQ/AWQ-style 4-bit methods store, per group of 128
+  weights, an fp16 scale and a 4-bit zero point: 4 + (16 + 4) / 128 = 4.15625 bits per
+  weight (for Llama-2-7B this gives 3.89 GB, the size of the published GPTQ checkpoint).
+  Other group layouts are in ``QUANT_RULES``. FP8 methods use 8 bits (their per-channel
+  scales are negligible). ``model.weight_bits`` replaces the nominal bits; a method's group
+  overhead still applies.
 - GPU memory vLLM may use is ``memory * gpu_memory_utilization``; from it come the weights
   (split evenly over ``tensor_parallel_size``) and a fixed reserve of ``GPU_RESERVE_GIB``
   per device for the activation peak vLLM profiles at start, CUDA graphs and cuBLAS/NCCL
@@ -30,8 +41,10 @@ Assumptions, stated once here (the report's ``notes`` repeat those that apply):
   ``max_num_batched_tokens`` or bigger models need more, so the plan is optimistic there.
 - On the CPU engine the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB when ``engine.env`` sets
   it, else ``hardware.memory_gib`` minus the weights; no reserve is planned.
-- The decode floor reads every weight once per step plus the KV cache of every sequence at
-  its full length (prompt + output), at the table's peak bandwidth: a lower bound on TPOT.
+- The decode floor reads every non-expert weight once per step, the routed experts the
+  batch touches (expected distinct experts under uniform routing, :mod:`moe`), and the KV
+  cache of every sequence at its full length (windowed layers at most the window), at the
+  table's peak bandwidth: a lower bound on TPOT.
 """
 
 from __future__ import annotations
