@@ -26,16 +26,22 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from model_optimizer.plan.quant_schemes import SCHEMES
+
 #: NVIDIA compute capability of each GPU row (CUDA GPUs table); None: not CUDA
 COMPUTE_CAPABILITY = {"A10": 86, "L4": 89, "L40S": 89, "A100-40GB": 80, "A100-80GB": 80,
                       "H100": 90, "H200": 90, "B200": 100}
-#: scheme -> (minimum CUDA capability, native from, runs on ROCm, runs on the CPU engine)
+#: scheme -> the `mopt quantize` scheme whose measured CPU result stands for it
+_MEASURED_ON_CPU = {"int4": "w4a16", "int8": "w8a8", "fp8": "fp8_dynamic", "nvfp4": "nvfp4"}
+#: scheme -> (minimum CUDA capability, native from, runs on ROCm, runs on the CPU engine);
+#: the CPU column is quant_schemes' measurement, MXFP4's from vLLM's Mxfp4MoeBackend.CPU
 KERNELS = {
-    "int4": (80, 80, True, True),
-    "int8": (75, 75, True, True),
-    "fp8": (75, 89, True, True),
-    "mxfp4": (80, 100, True, True),
-    "nvfp4": (75, 100, False, False),
+    scheme: (minimum, native, rocm,
+             SCHEMES[_MEASURED_ON_CPU[scheme]].cpu_servable if scheme in _MEASURED_ON_CPU
+             else True)
+    for scheme, minimum, native, rocm in (("int4", 80, 80, True), ("int8", 75, 75, True),
+                                          ("fp8", 75, 89, True), ("mxfp4", 80, 100, True),
+                                          ("nvfp4", 75, 100, False))
 }
 
 

@@ -14,6 +14,7 @@ def check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
            recipe_model: dict) -> None:
     """Fill ``problems`` (vLLM will not start) and ``warnings`` (the workload suffers)."""
     _check_parallelism(report, shape, hardware)
+    _note_expert_split(report, shape, engine)
     _check_memory(report)
     _check_max_model_len(report, shape, engine)
     problem, note = kv_dtype_verdict(report.kv_cache_dtype, report.accelerator == "cpu")
@@ -55,6 +56,19 @@ def _check_architecture(report: PlanReport, shape: ModelShape) -> None:
                             "every group's pages to one size (not planned)")
     if layout.sinks:
         report.notes.append("attention sinks: learned per-head logits, no KV cost")
+
+
+def _note_expert_split(report: PlanReport, shape: ModelShape, engine: dict) -> None:
+    """How the routed experts are split over the devices (see :mod:`moe`)."""
+    tp = report.tensor_parallel_size
+    if shape.moe is None or tp == 1:
+        return
+    if (engine.get("extra_args") or {}).get("enable-expert-parallel"):
+        report.notes.append(f"expert parallelism: {shape.moe.experts / tp:g} whole experts "
+                            f"per device of {shape.moe.experts}, attention split {tp} ways")
+    else:
+        report.notes.append(f"tensor parallelism slices each of the {shape.moe.experts} "
+                            f"experts {tp} ways (enable-expert-parallel places them whole)")
 
 
 def _check_parallelism(report: PlanReport, shape: ModelShape, hardware: dict) -> None:

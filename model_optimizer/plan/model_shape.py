@@ -47,6 +47,7 @@ class ModelShape:
     attention: Attention | None = None
     moe: MoE | None = None
     counted: ParamBreakdown | None = None  # from transformers; None: the arithmetic below
+    moe_intermediate_size: int | None = None  # an expert's MLP width when it differs
 
     @classmethod
     def from_config(cls, config: Any, source: str = "model config") -> ModelShape:
@@ -77,6 +78,7 @@ class ModelShape:
             attention=attention_of(config, sizes["num_hidden_layers"], kv_heads, head_dim),
             moe=moe_of(config),
             counted=count_parameters(config),
+            moe_intermediate_size=_optional_int(config, "moe_intermediate_size", source),
         )
 
     @property
@@ -91,8 +93,9 @@ class ModelShape:
         if self.counted is not None:
             return self.counted
         experts = 0
-        if self.moe is not None:  # every MLP a routed MoE of intermediate_size experts
-            experts = self.moe.experts * 3 * self.hidden_size * self.intermediate_size
+        if self.moe is not None:  # every MLP a routed MoE (+ shared experts, as routed ones)
+            width = self.moe_intermediate_size or self.intermediate_size
+            experts = (self.moe.experts + self.moe.shared) * 3 * self.hidden_size * width
             experts *= self.num_layers
         return ParamBreakdown(
             embedding=self._embedding_arithmetic,
@@ -100,7 +103,7 @@ class ModelShape:
             expert=experts, shared_expert=0,
             router=self.num_layers * self.hidden_size * self.moe.experts if self.moe else 0,
             vision=0, other=self._norm_arithmetic + self._bias_arithmetic,
-            source="arithmetic (Llama layout" + (", MoE experts of intermediate_size"
+            source="arithmetic (Llama layout" + (", every MLP a MoE"
                                                  if experts else "") + "; approximate)")
 
     @property

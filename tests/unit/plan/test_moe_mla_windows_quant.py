@@ -60,6 +60,13 @@ def test_tensor_parallel_splits_experts_per_device(make_recipe):
     assert two.expert_bytes_per_device == one.expert_bytes_per_device // 2
     # 4 KV heads over 2 ranks: 2 per device
     assert two.kv_bytes_per_token_per_device == one.kv_bytes_per_token // 2
+    assert any("slices each of the 128 experts 2 ways" in n for n in two.notes)
+    ep = estimate(make_recipe({"hardware.accelerator": "H200", "hardware.count": 2,
+                               "engine.tensor_parallel_size": 2,
+                               "engine.extra_args": {"enable-expert-parallel": True}}),
+                  _config("qwen3-30b-a3b"))
+    assert ep.expert_bytes_per_device == two.expert_bytes_per_device  # same bytes, whole
+    assert any("64 whole experts per device of 128" in n for n in ep.notes)
 
 
 # --- MLA -----------------------------------------------------------------------------------
