@@ -19,6 +19,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.errors import UsageError
 from model_optimizer.plan import PlanReport, estimate, load_model_config
+from model_optimizer.plan.checkpoint_files import read_checkpoint
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 
@@ -99,7 +100,9 @@ def plan(
     """
     loaded = load_chosen(recipe, overrides, "plan", as_json)
     config_path = find_model_config(loaded, model_config)
-    report = estimate(loaded.resolved, load_model_config(config_path))
+    folder = config_path.parent if config_path.name == "config.json" else None
+    report = estimate(loaded.resolved, load_model_config(config_path),
+                      read_checkpoint(folder) if folder else None)
     if as_json:
         print_json({**report.to_dict(), "model_config": str(config_path)})
     else:

@@ -30,6 +30,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.onboard.detect import SeenHardware
 from model_optimizer.plan import estimate, load_model_config
 from model_optimizer.plan.accelerators import CPU_BLOCK_MULTIPLE
+from model_optimizer.plan.checkpoint_files import CheckpointFiles, read_checkpoint
 from model_optimizer.recipe import CURRENT_VERSION, load_recipe_text
 from model_optimizer.recipe.schema import schemas_dir
 
@@ -101,7 +102,8 @@ def _base_document(name: str, model_path: str, config: dict, hw: SeenHardware,
     }
 
 
-def _longest_fitting_len(doc: dict, config: dict, low: int, high: int) -> int:
+def _longest_fitting_len(doc: dict, config: dict, low: int, high: int,
+                         files: CheckpointFiles | None) -> int:
     """The longest max_model_len in whole LEN_STEPs between ``low`` and ``high`` that the
     plan fits, else ``low``: bisected, because windowed and Mamba layers make a request's
     KV cost non-linear in its length."""
@@ -110,27 +112,29 @@ def _longest_fitting_len(doc: dict, config: dict, low: int, high: int) -> int:
     while first <= last:
         mid = (first + last) // 2
         doc["engine"]["max_model_len"] = mid * LEN_STEP
-        if estimate(doc, config).fits_max_model_len:
+        if estimate(doc, config, files).fits_max_model_len:
             best, first = mid * LEN_STEP, mid + 1
         else:
             last = mid - 1
     return best
 
 
-def _choose_lengths(doc: dict, config: dict) -> dict[str, Any]:
-    """Fill max_model_len and max_num_seqs from the planner; return the evidence."""
+def _choose_lengths(doc: dict, config: dict, files: CheckpointFiles | None = None
+                    ) -> dict[str, Any]:
+    """Fill max_model_len and max_num_seqs from the planner (weights from the folder's
+    safetensors headers when present); return the evidence."""
     seq_len = doc["workload"]["prompt_tokens"] + doc["workload"]["output_tokens"]
     limit = config.get("max_position_embeddings") or max(seq_len, 4096)
     doc["engine"]["max_model_len"] = limit
-    report = estimate(doc, config)
+    report = estimate(doc, config, files)
     if report.kv_blocks and not report.fits_max_model_len:
         doc["engine"]["max_model_len"] = min(limit, _longest_fitting_len(doc, config, seq_len,
-                                                                         limit))
-        report = estimate(doc, config)
+                                                                         limit, files))
+        report = estimate(doc, config, files)
     default = report.recipe_max_num_seqs
     best = max(1, min(report.max_seqs_no_preemption, default))
     doc["engine"]["max_num_seqs"] = best
-    report = estimate(doc, config)
+    report = estimate(doc, config, files)
     return {"position_limit": limit, "kv_tokens": report.kv_tokens,
             "max_seqs_no_preemption": report.max_seqs_no_preemption,
             "vllm_default_max_num_seqs": default, "verdict": report.verdict,
@@ -159,7 +163,7 @@ def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,
     name = name or recipe_name(model_dir)
     rel = os.path.relpath(model_dir.resolve(), recipe_path.resolve().parent)
     doc = _base_document(name, rel, config, hw, work)
-    choices = _choose_lengths(doc, config)
+    choices = _choose_lengths(doc, config, read_checkpoint(model_dir))
     schema = schemas_dir() / f"recipe.v{CURRENT_VERSION}.json"
     schema_ref = os.path.relpath(schema, recipe_path.resolve().parent)
     text = render_commented(doc, config, hw, work, choices, schema_ref)

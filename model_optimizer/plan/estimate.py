@@ -57,6 +57,7 @@ from model_optimizer.plan.accelerators import (
     resolve_hardware,
     vllm_default_max_num_seqs,
 )
+from model_optimizer.plan.checkpoint_files import CheckpointFiles, read_checkpoint
 from model_optimizer.plan.checkpoint_quant import checkpoint_quant, kernel_verdict
 from model_optimizer.plan.checks import check
 from model_optimizer.plan.kvcache import DTYPE_BYTES, kv_dtype
@@ -96,6 +97,7 @@ __all__ = [
     "DecodeFloor",
     "ModelShape",
     "PlanReport",
+    "CheckpointFiles",
     "QuantRule",
     "estimate",
     "fits",
@@ -103,16 +105,20 @@ __all__ = [
     "kv_bytes_per_token_of",
     "linear_weight_bits",
     "load_model_config",
+    "read_checkpoint",
     "resolve_dtype",
     "weight_bytes",
 ]
 
 
-def estimate(recipe: dict[str, Any], model_config: dict[str, Any]) -> PlanReport:
+def estimate(recipe: dict[str, Any], model_config: dict[str, Any],
+             checkpoint: CheckpointFiles | None = None) -> PlanReport:
     """Plan one resolved recipe (all sections and defaults filled) for one model config.
 
     Engine values that are None mean vLLM's default. The report's ``problems`` are reasons
     vLLM would refuse to start; ``warnings`` are reasons the workload would suffer.
+    ``checkpoint`` (:func:`read_checkpoint` of the model folder) replaces the computed
+    weight bytes with what the safetensors files hold.
     """
     shape = ModelShape.from_config(model_config)
     model, engine, hardware, workload = (
@@ -120,6 +126,8 @@ def estimate(recipe: dict[str, Any], model_config: dict[str, Any]) -> PlanReport
     )
     accel = resolve_hardware(hardware)
     report = _memory_report(shape, model, engine, accel, model_config)
+    if checkpoint is not None:
+        _weights_from_files(report, checkpoint, model_config)
     fill_kv(report, engine, accel, workload)
     apply_workload_shape(report, engine, workload)
     fill_sequences(report, shape, engine,
@@ -200,6 +208,21 @@ def _memory_report(shape: ModelShape, model: dict, engine: dict, accel: Accelera
         attention=shape.layout.describe(),
         expert_bytes_per_device=math.ceil(expert_bytes(shape, effective) / tp),
     )
+
+
+def _weights_from_files(report: PlanReport, files: CheckpointFiles, config: dict) -> None:
+    """Weights as stored: a quantized checkpoint's bytes as they are; an unquantized one's
+    elements at the served dtype (a float32 checkpoint is served in 16 bits)."""
+    computed = report.weight_bytes
+    if checkpoint_quant(config) is None and files.stored_elements:
+        weights = files.stored_elements * DTYPE_BYTES[report.dtype]
+        how = f"{files.stored_elements:,} elements in {files.source} x {report.dtype}"
+    else:
+        weights, how = files.weight_bytes, f"{files.weight_bytes:,} bytes in {files.source}"
+    report.weight_bytes = weights
+    report.weight_bytes_per_device = math.ceil(weights / report.tensor_parallel_size)
+    report.param_source += f"; weights from {files.source}"
+    report.notes.append(f"weights: {how} (computed from the config: {computed:,} bytes)")
 
 
 def fits(recipe: dict[str, Any], model_config: dict[str, Any], *,
