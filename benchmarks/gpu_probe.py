@@ -105,13 +105,16 @@ def build_tiny_moe(folder: Path, tokenizer_from: Path) -> Path:
     return folder
 
 
-def planned_capacity(model_dir: Path, accelerator: str) -> dict[str, Any]:
-    """The plan's counterpart of vLLM's line for the probe's recipe: KV budget over one
-    max-length request's KV cost (max concurrency), times the length (tokens)."""
+def planned_capacity(model_dir: Path, accelerator: str,
+                     engine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan's counterpart of vLLM's line for the probe's recipe (``engine`` adds to its
+    engine section): KV budget over one max-length request's KV cost (max concurrency),
+    times the length (tokens)."""
     from model_optimizer.plan import estimate, load_model_config
 
     recipe = {"model": {"dtype": "auto", "quantization": "none"},
-              "engine": {"max_model_len": MOE_MAX_LEN, "gpu_memory_utilization": MOE_UTILIZATION},
+              "engine": {"max_model_len": MOE_MAX_LEN, "gpu_memory_utilization": MOE_UTILIZATION,
+                         **(engine or {})},
               "hardware": {"accelerator": accelerator}, "workload": {}}
     report = estimate(recipe, load_model_config(model_dir))
     concurrency = max(0, report.kv_budget_bytes) / report.request_bytes_max_model_len
@@ -121,17 +124,18 @@ def planned_capacity(model_dir: Path, accelerator: str) -> dict[str, Any]:
             "moe": report.moe, "verdict": report.verdict}
 
 
-def serve_and_read(model_dir: Path, timeout_s: float = 300) -> dict[str, Any]:
+def serve_and_read(model_dir: Path, timeout_s: float = 300, port: int = 8765,
+                   env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start vLLM on ``model_dir`` (its own session, 127.0.0.1), wait for the KV capacity
     line, stop the whole group; the parsed line, or the log's tail when it never came."""
     log_path = model_dir / "vllm.log"
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
-            str(model_dir), "--host", "127.0.0.1", "--port", "8765", "--enforce-eager",
+            str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
             "--max-model-len", str(MOE_MAX_LEN), "--gpu-memory-utilization",
             str(MOE_UTILIZATION)]
     with log_path.open("w") as log:
         server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  start_new_session=True, env={**os.environ, **(env or {})})
     try:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and server.poll() is None:
