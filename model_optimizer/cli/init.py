@@ -13,17 +13,15 @@ from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.onboard.detect import SeenHardware, known_accelerators, seen_hardware
 from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe, with_prompt_file
 from model_optimizer.onboard.quality import write_quality_files
+from model_optimizer.plan.accelerators import canonical_accelerator
 
 
 def _hardware(accelerator: str | None, memory_gib: float | None, count: int | None
               ) -> SeenHardware:
     seen = seen_hardware()
-    if accelerator is None:
-        hw = seen
-    elif accelerator not in known_accelerators():
-        raise UsageError(f"--accelerator {accelerator!r}: unknown; use one of "
-                         f"{', '.join(known_accelerators())}")
-    elif accelerator == seen.accelerator:
+    if accelerator is not None and accelerator not in known_accelerators():
+        accelerator = canonical_accelerator(accelerator)  # case, aliases; else did-you-mean
+    if accelerator is None or accelerator == seen.accelerator:
         hw = seen
     else:
         hw = SeenHardware(accelerator, 1, None, f"{accelerator} (named, not seen here)")
@@ -42,8 +40,8 @@ def init(
                       "(default: recipes/<folder name>.yaml).")] = None,
     name: Annotated[str | None, typer.Option(help="Recipe name (default: the folder's).")] = None,
     accelerator: Annotated[str | None, typer.Option(help="Hardware to plan for (A10, L4, "
-                           "L40S, A100-40GB, A100-80GB, H100, H200, cpu); default: the one "
-                           "this machine has (NVML, else cpu).")] = None,
+                           "L40S, A100-40GB, A100-80GB, H100, H200, B200, MI300X, cpu; any "
+                           "case); default: the one this machine has (NVML, else cpu).")] = None,
     memory_gib: Annotated[float | None, typer.Option(help="Memory per device (RAM on cpu) "
                           "instead of the table's/the machine's.")] = None,
     count: Annotated[int | None, typer.Option(help="Number of devices.")] = None,

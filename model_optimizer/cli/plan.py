@@ -19,6 +19,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.errors import UsageError
 from model_optimizer.plan import PlanReport, estimate, load_model_config
+from model_optimizer.plan.checkpoint_files import read_checkpoint
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 
@@ -54,7 +55,10 @@ def plan_table(report: PlanReport) -> Table:
     rows = [
         ("accelerator", f"{report.accelerator}: {report.memory_gib:,.1f} GiB, "
                         f"{report.bandwidth_gbps:,.0f} GB/s, TP {report.tensor_parallel_size}"),
-        ("parameters", f"{report.param_count:,}"),
+        ("parameters", f"{report.param_count:,} ({report.param_source})"),
+        *([("mixture of experts", f"{report.moe}; {report.expert_param_count:,} in routed "
+                                  "experts")] if report.moe else []),
+        ("layers", report.attention),
         ("weights", f"{_gib(report.weight_bytes)} ({report.quantization}, "
                     f"{report.linear_bits_effective:.2f} bits/linear weight); "
                     f"{_gib(report.weight_bytes_per_device)} per device"),
@@ -96,7 +100,9 @@ def plan(
     """
     loaded = load_chosen(recipe, overrides, "plan", as_json)
     config_path = find_model_config(loaded, model_config)
-    report = estimate(loaded.resolved, load_model_config(config_path))
+    folder = config_path.parent if config_path.name == "config.json" else None
+    report = estimate(loaded.resolved, load_model_config(config_path),
+                      read_checkpoint(folder) if folder else None)
     if as_json:
         print_json({**report.to_dict(), "model_config": str(config_path)})
     else:

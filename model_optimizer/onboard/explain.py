@@ -43,6 +43,12 @@ def comments(doc: dict, config: dict, hw: SeenHardware, work: Any,
         "workload.num_requests": "measured requests per run (warm-up excluded)",
         "workload.seed": "fixed: runs compare",
     }
+    if choices.get("assumptions"):
+        notes["engine.max_num_seqs"] = ("planner-derived under an ASSUMED architecture ("
+                                        + "; ".join(choices["assumptions"]) + "): "
+                                        + notes["engine.max_num_seqs"])
+    if choices.get("moe"):
+        notes["engine.max_num_seqs"] += "; " + choices["moe"]
     if engine.get("max_model_len", 0) < choices["position_limit"]:
         notes["engine.max_model_len"] += " (lowered to fit)"
     tail = [

@@ -7,10 +7,12 @@ commented: where it comes from and what to change. The result validates and plan
 
 Choices (each is a plan, measured later by ``apply``/``sweep``/``optimize``):
 
-- ``max_model_len``: the model's ``max_position_embeddings``, lowered to what the KV cache
-  holds (whole 256-token steps) and never below one workload sequence.
+- ``max_model_len``: the model's ``max_position_embeddings``, lowered to the longest request
+  the KV cache holds as vLLM checks it (whole 256-token steps; sliding-window and Mamba
+  layers counted as vLLM allocates them) and never below one workload sequence.
 - ``max_num_seqs``: the planner's largest batch without preemption, capped at vLLM's own
-  default for the accelerator (more would only queue).
+  default for the accelerator (more would only queue); its comment names any architecture
+  the planner assumed and, for a mixture-of-experts model, the experts a step reads.
 - CPU engine: block size 32 (its attention backend needs a multiple of 32), eager mode (no
   torch.compile warm-up), ``VLLM_CPU_KVCACHE_SPACE`` a quarter of the RAM (1 to 16 GiB).
 - ``quality``: a gate on by default (:mod:`onboard.quality`): your prompts' first ones or the
@@ -31,6 +33,7 @@ from model_optimizer.onboard.detect import SeenHardware
 from model_optimizer.onboard.quality import quality_choice, render_quality
 from model_optimizer.plan import estimate, load_model_config
 from model_optimizer.plan.accelerators import CPU_BLOCK_MULTIPLE
+from model_optimizer.plan.checkpoint_files import CheckpointFiles, read_checkpoint
 from model_optimizer.recipe import CURRENT_VERSION, load_recipe_text
 from model_optimizer.recipe.schema import schemas_dir
 
@@ -103,24 +106,55 @@ def _base_document(name: str, model_path: str, config: dict, hw: SeenHardware,
     }
 
 
-def _choose_lengths(doc: dict, config: dict) -> dict[str, Any]:
-    """Fill max_model_len and max_num_seqs from the planner; return the evidence."""
+def _longest_fitting_len(doc: dict, config: dict, low: int, high: int,
+                         files: CheckpointFiles | None) -> int:
+    """The longest max_model_len in whole LEN_STEPs between ``low`` and ``high`` that the
+    plan fits, else ``low``: bisected, because windowed and Mamba layers make a request's
+    KV cost non-linear in its length."""
+    first, last = -(-low // LEN_STEP), high // LEN_STEP
+    best = low
+    while first <= last:
+        mid = (first + last) // 2
+        doc["engine"]["max_model_len"] = mid * LEN_STEP
+        if estimate(doc, config, files).fits_max_model_len:
+            best, first = mid * LEN_STEP, mid + 1
+        else:
+            last = mid - 1
+    return best
+
+
+def _choose_lengths(doc: dict, config: dict, files: CheckpointFiles | None = None
+                    ) -> dict[str, Any]:
+    """Fill max_model_len and max_num_seqs from the planner (weights from the folder's
+    safetensors headers when present); return the evidence."""
     seq_len = doc["workload"]["prompt_tokens"] + doc["workload"]["output_tokens"]
     limit = config.get("max_position_embeddings") or max(seq_len, 4096)
     doc["engine"]["max_model_len"] = limit
-    report = estimate(doc, config)
-    if report.kv_tokens and report.kv_tokens < limit:
-        fitted = max(seq_len, report.kv_tokens // LEN_STEP * LEN_STEP)
-        doc["engine"]["max_model_len"] = min(limit, fitted)
-        report = estimate(doc, config)
+    report = estimate(doc, config, files)
+    if report.kv_blocks and not report.fits_max_model_len:
+        doc["engine"]["max_model_len"] = min(limit, _longest_fitting_len(doc, config, seq_len,
+                                                                         limit, files))
+        report = estimate(doc, config, files)
     default = report.recipe_max_num_seqs
     best = max(1, min(report.max_seqs_no_preemption, default))
     doc["engine"]["max_num_seqs"] = best
-    report = estimate(doc, config)
+    report = estimate(doc, config, files)
     return {"position_limit": limit, "kv_tokens": report.kv_tokens,
             "max_seqs_no_preemption": report.max_seqs_no_preemption,
             "vllm_default_max_num_seqs": default, "verdict": report.verdict,
-            "problems": report.problems, "weights_gib": report.weight_bytes / 1024**3}
+            "problems": report.problems, "weights_gib": report.weight_bytes / 1024**3,
+            "assumptions": [w for w in report.warnings if "is not one the planner models"
+                            in w or "unknown layout" in w],
+            "moe": _moe_note(report, best)}
+
+
+def _moe_note(report: Any, batch: int) -> str | None:
+    """What a decode step at ``batch`` reads of a mixture-of-experts model."""
+    if not report.moe or not report.decode_floors:
+        return None
+    floor = next((f for f in report.decode_floors if f.batch == batch), report.decode_floors[-1])
+    return (f"MoE ({report.moe}): at {floor.batch} sequences a step touches most experts "
+            f"(uniform routing), TPOT floor {floor.tpot_floor_ms:.2f} ms")
 
 
 def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,
@@ -133,7 +167,7 @@ def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,
     name = name or recipe_name(model_dir)
     rel = os.path.relpath(model_dir.resolve(), recipe_path.resolve().parent)
     doc = _base_document(name, rel, config, hw, work)
-    choices = _choose_lengths(doc, config)
+    choices = _choose_lengths(doc, config, read_checkpoint(model_dir))
     schema = schemas_dir() / f"recipe.v{CURRENT_VERSION}.json"
     schema_ref = os.path.relpath(schema, recipe_path.resolve().parent)
     quality = quality_choice(recipe_path, work.prompt_file)

@@ -87,6 +87,13 @@ ACCELERATORS: dict[str, Accelerator] = {
         ),
         # NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s. nvidia-smi reports 143771 MiB.
         Accelerator("H200", _mib(143771), 4800.0, "NVIDIA H200 datasheet; nvidia-smi 143771 MiB"),
+        # NVIDIA B200 (DGX B200 datasheet: 1,440 GB HBM3e and 64 TB/s for 8 GPUs, i.e. 180 GB
+        # and 8 TB/s per GPU). nvidia-smi reports 183359 MiB.
+        Accelerator("B200", _mib(183359), 8000.0,
+                    "NVIDIA DGX B200 datasheet (per GPU); nvidia-smi 183359 MiB"),
+        # AMD Instinct MI300X datasheet: 192 GB HBM3, 5.3 TB/s peak. rocm-smi: 196592 MiB.
+        Accelerator("MI300X", _mib(196592), 5300.0,
+                    "AMD Instinct MI300X datasheet; rocm-smi 196592 MiB"),
         # Placeholder, not a measurement: 4 GiB for KV space plus weights, 20 GB/s as a rough
         # share of a 2-channel DDR4 server socket. Recipes for cpu should override both.
         Accelerator("cpu", 4.0, 20.0, "placeholder (rough figures; override in the recipe)"),
@@ -94,19 +101,46 @@ ACCELERATORS: dict[str, Accelerator] = {
 }
 
 
+#: other spellings people type for one row (an ambiguous "A100" is not one: it has two rows)
+_ALIASES = {"A100-80G": "A100-80GB", "A100-40G": "A100-40GB", "H100-80GB": "H100",
+            "MI300": "MI300X"}
+
+
+def canonical_accelerator(name: str) -> str:
+    """The table's spelling of ``name`` (case-insensitive, a few aliases); PlanError with a
+    did-you-mean that stays in the same family when it is unknown."""
+    upper = str(name).strip().upper()
+    by_upper = {key.upper(): key for key in ACCELERATORS}
+    if upper in by_upper:
+        return by_upper[upper]
+    if upper in _ALIASES:
+        return _ALIASES[upper]
+    raise PlanError(f"unknown accelerator {name!r} (known: {', '.join(ACCELERATORS)})"
+                    f"{did_you_mean(upper)}")
+
+
+def did_you_mean(upper: str) -> str:
+    """'; did you mean ...?': rows extending the typed name (``A100`` gives both A100 rows),
+    else rows of its family (same vendor letter), else the closest spelling."""
+    for matches in (
+        [key for key in ACCELERATORS if key.upper().startswith(upper)],
+        [key for key in ACCELERATORS if key.upper()[:1] == upper[:1]],
+        difflib.get_close_matches(upper, [key.upper() for key in ACCELERATORS], n=1),
+    ):
+        if matches:
+            names = [canonical_accelerator(m) for m in matches]
+            return f"; did you mean {' or '.join(repr(n) for n in names)}?"
+    return ""
+
+
 def resolve_hardware(hardware: dict[str, Any]) -> Accelerator:
     """Look up ``hardware.accelerator`` and apply the recipe's memory/bandwidth overrides.
 
     ``hardware`` is the recipe's ``hardware`` section; ``memory_gib`` and ``bandwidth_gbps``
-    replace the table's values when they are not None. Raises PlanError for an unknown name.
+    replace the table's values when they are not None. Names are case-insensitive. Raises
+    PlanError for an unknown name, suggesting rows of the same family.
     """
-    name = hardware.get("accelerator", "H100")
-    if name not in ACCELERATORS:
-        close = difflib.get_close_matches(str(name), ACCELERATORS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        known = ", ".join(ACCELERATORS)
-        raise PlanError(f"unknown accelerator {name!r} (known: {known}){hint}")
-    accel = ACCELERATORS[name]
+    accel = ACCELERATORS[canonical_accelerator(hardware.get("accelerator", "H100"))]
     memory_gib = hardware.get("memory_gib")
     if memory_gib is not None:
         accel = replace(

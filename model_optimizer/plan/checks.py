@@ -3,8 +3,6 @@ the workload suffers), checked on a filled :class:`PlanReport`."""
 
 from __future__ import annotations
 
-import math
-
 from model_optimizer.plan.accelerators import GIB, knob_multiple
 from model_optimizer.plan.kvcache import kv_dtype_verdict
 from model_optimizer.plan.model_shape import ModelShape
@@ -16,10 +14,12 @@ def check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
            recipe_model: dict) -> None:
     """Fill ``problems`` (vLLM will not start) and ``warnings`` (the workload suffers)."""
     _check_parallelism(report, shape, hardware)
+    _note_expert_split(report, shape, engine)
     _check_memory(report)
     _check_max_model_len(report, shape, engine)
     problem, note = kv_dtype_verdict(report.kv_cache_dtype, report.accelerator == "cpu")
     report.problems += [problem] if problem else []
+    _check_architecture(report, shape)
     made_by = ((recipe_model.get("pins") or {}).get("quantize") or {}).get("scheme")
     if gpu_only := gpu_only_problem(made_by, report.accelerator == "cpu"):
         report.problems.append(gpu_only)
@@ -30,6 +30,45 @@ def check(report: PlanReport, shape: ModelShape, engine: dict, hardware: dict,
             f"block_size {report.block_size}: the CPU engine needs a multiple of {multiple}"
         )
     _check_batch(report)
+
+
+def _check_architecture(report: PlanReport, shape: ModelShape) -> None:
+    """MLA-only KV dtypes, assumed architectures, where the parameter count came from."""
+    layout = shape.layout
+    if report.kv_cache_dtype == "fp8_ds_mla" and not layout.is_mla:
+        report.problems.append(
+            "kv_cache_dtype fp8_ds_mla is for MLA models (DeepSeek V2/V3, Kimi) only; this "
+            "model has no kv_lora_rank: use fp8")
+    report.warnings += list(layout.assumptions)
+    if shape.model_type is None:
+        report.notes.append("config.json names no model_type: planned with the Llama layout "
+                            "(vLLM itself needs a model_type to load it)")
+    if shape.counted is None:
+        report.notes.append(f"parameters from {shape.breakdown.source}: transformers could "
+                            "not build this config")
+    if layout.windows:
+        report.notes.append(
+            "sliding-window layers hold at most their window (vLLM's hybrid KV cache "
+            "manager); --disable-hybrid-kv-cache-manager allocates them in full when full "
+            "layers are mixed in, --disable-sliding-window drops the window")
+    if layout.state_layers:
+        report.notes.append("Mamba layers hold a constant state per sequence; vLLM pads "
+                            "every group's pages to one size (not planned)")
+    if layout.sinks:
+        report.notes.append("attention sinks: learned per-head logits, no KV cost")
+
+
+def _note_expert_split(report: PlanReport, shape: ModelShape, engine: dict) -> None:
+    """How the routed experts are split over the devices (see :mod:`moe`)."""
+    tp = report.tensor_parallel_size
+    if shape.moe is None or tp == 1:
+        return
+    if (engine.get("extra_args") or {}).get("enable-expert-parallel"):
+        report.notes.append(f"expert parallelism: {shape.moe.experts / tp:g} whole experts "
+                            f"per device of {shape.moe.experts}, attention split {tp} ways")
+    else:
+        report.notes.append(f"tensor parallelism slices each of the {shape.moe.experts} "
+                            f"experts {tp} ways (enable-expert-parallel places them whole)")
 
 
 def _check_parallelism(report: PlanReport, shape: ModelShape, hardware: dict) -> None:
@@ -68,12 +107,7 @@ def _check_max_model_len(report: PlanReport, shape: ModelShape, engine: dict) ->
         return
     _check_position_limit(report, shape, engine)
     if report.kv_blocks and not report.fits_max_model_len:
-        needed_gib = (
-            math.ceil(max_len / report.block_size)
-            * report.block_size
-            * report.kv_bytes_per_token_per_device
-            / GIB
-        )
+        needed_gib = report.request_bytes_max_model_len / GIB
         report.problems.append(
             f"max_model_len {max_len} needs {needed_gib:.2f} GiB of KV cache but only "
             f"{report.kv_tokens} tokens fit: vLLM will refuse to start. Set max_model_len "

@@ -8,10 +8,13 @@ once in :mod:`model_optimizer.plan.estimate`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model_optimizer.plan.accelerators import GB, GIB, Accelerator
+from model_optimizer.plan.architecture import request_bytes, token_bytes
+from model_optimizer.plan.kvcache import DTYPE_BYTES
 from model_optimizer.plan.model_shape import ModelShape
+from model_optimizer.plan.moe import read_bytes
 from model_optimizer.plan.report import DecodeFloor, PlanReport
 
 GPU_RESERVE_GIB = 1.0
@@ -24,10 +27,44 @@ def kv_bytes_per_token(shape: ModelShape, element_bytes: float, tensor_parallel:
     return kv_bytes_per_token_of(shape, 2 * shape.head_dim * element_bytes, tensor_parallel)
 
 
-def kv_bytes_per_token_of(shape: ModelShape, head_bytes: float, tensor_parallel: int = 1) -> int:
-    """One token's KV bytes on one device from the K+V bytes of one head (scales included)."""
-    kv_heads = max(1, shape.num_kv_heads // tensor_parallel)
-    return math.ceil(shape.num_layers * kv_heads * head_bytes)
+def kv_bytes_per_token_of(shape: ModelShape, head_bytes: float, tensor_parallel: int = 1,
+                          ds_mla: bool = False) -> int:
+    """One token's KV bytes on one device over every attention layer (full and windowed),
+    from the K+V bytes of one head (scales included): what vLLM's token count divides by.
+    MLA layers hold one latent vector per token on every TP rank (``architecture``)."""
+    return token_bytes(shape.layout, head_bytes, tensor_parallel, ds_mla=ds_mla)
+
+
+def _flag(engine: dict, name: str) -> bool:
+    value = (engine.get("extra_args") or {}).get(name)
+    return value is not None and value is not False and str(value).lower() != "false"
+
+
+def request_cost(report: PlanReport, shape: ModelShape, engine: dict, tokens: int,
+                 step_tokens: int) -> int:
+    """KV bytes one request of ``tokens`` takes on one device (vLLM's per-layer
+    ``max_memory_usage_bytes``): windowed layers hold the window plus ``step_tokens``,
+    Mamba layers their constant state, full layers every token."""
+    att = shape.layout
+    if _flag(engine, "disable-sliding-window"):
+        att = replace(att, full_layers=att.attention_layers, windows=())
+    per_layer = report.kv_bytes_per_token_per_device / max(1, att.attention_layers)
+    state = math.ceil(att.state_elements * DTYPE_BYTES.get(report.dtype, 2)
+                      / report.tensor_parallel_size)
+    hybrid = not _flag(engine, "disable-hybrid-kv-cache-manager")
+    return request_bytes(att, tokens, report.block_size, step_tokens, per_layer, state, hybrid)
+
+
+def fill_sequences(report: PlanReport, shape: ModelShape, engine: dict, step_tokens: int) -> None:
+    """Sequences that fit without preemption (decode: a windowed layer holds its window) and
+    whether one ``max_model_len`` request fits (prefill chunks of ``step_tokens``)."""
+    budget = max(0, report.kv_budget_bytes)
+    per_seq = request_cost(report, shape, engine, report.seq_len, 1)
+    report.max_seqs_no_preemption = budget // per_seq if report.kv_blocks else 0
+    if report.max_model_len is not None:
+        need = request_cost(report, shape, engine, report.max_model_len, step_tokens)
+        report.request_bytes_max_model_len = need
+        report.fits_max_model_len = report.kv_blocks > 0 and need <= budget
 
 
 @dataclass
@@ -68,9 +105,19 @@ def _cpu_budget(accel: Accelerator, env: dict, weights: int, report: PlanReport)
     return _Budget(0, budget)
 
 
-def _decode_floor(label: str, batch: int, weights: int, seq_kv: int, gbps: float) -> DecodeFloor:
+def _decode_floor(label: str, batch: int, weights: float, seq_kv: int, gbps: float) -> DecodeFloor:
     seconds = (weights + batch * seq_kv) / (gbps * GB)
     return DecodeFloor(label, batch, seconds * 1000, batch / seconds)
+
+
+def kv_read_bytes(report: PlanReport, shape: ModelShape, tokens: int) -> int:
+    """KV (and state) bytes one decode step reads for one sequence of ``tokens`` on one
+    device: full layers every token, windowed layers at most the window."""
+    att = shape.layout
+    per_layer = report.kv_bytes_per_token_per_device / max(1, att.attention_layers)
+    held = att.full_layers * tokens + sum(n * min(w, tokens) for w, n in att.windows)
+    state = att.state_elements * DTYPE_BYTES.get(report.dtype, 2) / report.tensor_parallel_size
+    return math.ceil(per_layer * held + att.state_layers * state)
 
 
 def fill_kv(report: PlanReport, engine: dict, accel: Accelerator, workload: dict) -> None:
@@ -96,19 +143,21 @@ def fill_kv(report: PlanReport, engine: dict, accel: Accelerator, workload: dict
     report.seq_len = workload.get("prompt_tokens", 512) + workload.get("output_tokens", 128)
     report.blocks_per_seq = math.ceil(report.seq_len / block)
     report.max_seqs_no_preemption = report.kv_blocks // report.blocks_per_seq
-    if report.max_model_len is not None:
-        report.fits_max_model_len = math.ceil(report.max_model_len / block) <= report.kv_blocks
 
 
-def fill_decode_floors(report: PlanReport) -> None:
-    """Floors at batch 1, at the planner's maximum and at the recipe's max_num_seqs."""
-    seq_kv = report.seq_len * report.kv_bytes_per_token_per_device
+def fill_decode_floors(report: PlanReport, shape: ModelShape) -> None:
+    """Floors at batch 1, at the planner's maximum and at the recipe's max_num_seqs: every
+    non-expert weight once, the routed experts the batch touches (:mod:`moe`), and each
+    sequence's KV cache."""
+    seq_kv = kv_read_bytes(report, shape, report.seq_len)
     batches = [("batch 1", 1)]
     if report.max_seqs_no_preemption > 1:
         batches.append(("planner max (no preemption)", report.max_seqs_no_preemption))
     source = "vLLM default" if report.recipe_max_num_seqs_is_default else "recipe"
     batches.append((f"max_num_seqs ({source})", report.recipe_max_num_seqs))
     report.decode_floors = [
-        _decode_floor(label, batch, report.weight_bytes_per_device, seq_kv, report.bandwidth_gbps)
+        _decode_floor(label, batch, read_bytes(report.weight_bytes_per_device,
+                                               report.expert_bytes_per_device, shape.moe, batch),
+                      seq_kv, report.bandwidth_gbps)
         for label, batch in batches
     ]

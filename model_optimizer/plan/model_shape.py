@@ -1,8 +1,9 @@
 """The model's shape, read from its Hugging Face ``config.json``, and its parameter counts.
 
-Parameters are counted for the Llama architecture (Mistral and Qwen2 share it); the
-assumptions are stated once in :mod:`model_optimizer.plan.estimate`. Pure: reads a file,
-imports neither torch nor vLLM.
+Parameters come from ``transformers`` on the meta device (:mod:`param_count`) when it can
+build the config, else from the Llama arithmetic below (Mistral and Qwen2 share it; MoE
+experts added when the config names them), and the breakdown says which. The layers' KV
+layout is :mod:`architecture`'s, the routing :mod:`moe`'s.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from model_optimizer.plan.accelerators import PlanError
+from model_optimizer.plan.architecture import Attention, attention_of
+from model_optimizer.plan.moe import MoE, moe_of
+from model_optimizer.plan.param_count import ParamBreakdown, count_parameters
 
 REQUIRED_CONFIG_FIELDS = (
     "hidden_size",
@@ -39,6 +43,11 @@ class ModelShape:
     max_position_embeddings: int | None = None
     has_rope_scaling: bool = False
     qkv_bias: bool = False  # Qwen2 always, others when config.attention_bias
+    model_type: str | None = None
+    attention: Attention | None = None
+    moe: MoE | None = None
+    counted: ParamBreakdown | None = None  # from transformers; None: the arithmetic below
+    moe_intermediate_size: int | None = None  # an expert's MLP width when it differs
 
     @classmethod
     def from_config(cls, config: Any, source: str = "model config") -> ModelShape:
@@ -50,12 +59,14 @@ class ModelShape:
             raise PlanError(f"{source}: missing field(s) {', '.join(missing)}")
         sizes = {name: _positive_int(config, name, source) for name in REQUIRED_CONFIG_FIELDS}
         heads = sizes["num_attention_heads"]
+        kv_heads = _optional_int(config, "num_key_value_heads", source) or heads
+        head_dim = _head_dim(config, sizes["hidden_size"], heads, source)
         return cls(
             num_layers=sizes["num_hidden_layers"],
             hidden_size=sizes["hidden_size"],
             num_attention_heads=heads,
-            num_kv_heads=_optional_int(config, "num_key_value_heads", source) or heads,
-            head_dim=_head_dim(config, sizes["hidden_size"], heads, source),
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
             vocab_size=sizes["vocab_size"],
             intermediate_size=sizes["intermediate_size"],
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
@@ -63,10 +74,77 @@ class ModelShape:
             max_position_embeddings=_optional_int(config, "max_position_embeddings", source),
             has_rope_scaling=bool(config.get("rope_scaling")),
             qkv_bias=bool(config.get("attention_bias")) or config.get("model_type") == "qwen2",
+            model_type=config.get("model_type"),
+            attention=attention_of(config, sizes["num_hidden_layers"], kv_heads, head_dim),
+            moe=moe_of(config),
+            counted=count_parameters(config),
+            moe_intermediate_size=_optional_int(config, "moe_intermediate_size", source),
         )
 
     @property
+    def layout(self) -> Attention:
+        """The KV layout: the config's, else every layer full attention."""
+        return self.attention or Attention(self.num_kv_heads, self.head_dim,
+                                           full_layers=self.num_layers)
+
+    @property
+    def breakdown(self) -> ParamBreakdown:
+        """Parameters by class: transformers' count, else the Llama arithmetic."""
+        if self.counted is not None:
+            return self.counted
+        experts = 0
+        if self.moe is not None:  # every MLP a routed MoE (+ shared experts, as routed ones)
+            width = self.moe_intermediate_size or self.intermediate_size
+            experts = (self.moe.experts + self.moe.shared) * 3 * self.hidden_size * width
+            experts *= self.num_layers
+        return ParamBreakdown(
+            embedding=self._embedding_arithmetic,
+            linear=self._linear_arithmetic - (self._mlp_arithmetic if experts else 0),
+            expert=experts, shared_expert=0,
+            router=self.num_layers * self.hidden_size * self.moe.experts if self.moe else 0,
+            vision=0, other=self._norm_arithmetic + self._bias_arithmetic,
+            source="arithmetic (Llama layout" + (", every MLP a MoE"
+                                                 if experts else "") + "; approximate)")
+
+    @property
     def linear_params(self) -> int:
+        """Weights of the quantizable linear layers: attention, MLP, shared and routed
+        experts (everything of two or more dimensions but embeddings, routers, towers)."""
+        b = self.breakdown
+        return b.linear + b.shared_expert + b.expert
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of the routed experts (0 for a dense model)."""
+        return self.breakdown.expert
+
+    @property
+    def embedding_params(self) -> int:
+        """Token embeddings plus the lm_head (once when tied)."""
+        return self.breakdown.embedding
+
+    @property
+    def norm_params(self) -> int:
+        """Norms, biases, routers, convolutions and vision towers: kept in the dtype."""
+        b = self.breakdown
+        return b.other + b.router + b.vision
+
+    @property
+    def bias_params(self) -> int:
+        """Counted in :attr:`norm_params` (kept for callers that add the two)."""
+        return 0
+
+    @property
+    def param_count(self) -> int:
+        """All parameters of the model."""
+        return self.breakdown.total
+
+    @property
+    def _mlp_arithmetic(self) -> int:
+        return self.num_layers * 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def _linear_arithmetic(self) -> int:
         """Weights of all q, k, v, o and MLP gate/up/down projections."""
         q_out = self.num_attention_heads * self.head_dim
         kv_out = self.num_kv_heads * self.head_dim
@@ -75,27 +153,22 @@ class ModelShape:
         return self.num_layers * (attention + mlp)
 
     @property
-    def embedding_params(self) -> int:
+    def _embedding_arithmetic(self) -> int:
         """Token embeddings plus the lm_head (unless tied to the embeddings)."""
         tables = 1 if self.tie_word_embeddings else 2
         return tables * self.vocab_size * self.hidden_size
 
     @property
-    def norm_params(self) -> int:
+    def _norm_arithmetic(self) -> int:
         """Two RMSNorm weight vectors per layer and the final norm."""
         return (2 * self.num_layers + 1) * self.hidden_size
 
     @property
-    def bias_params(self) -> int:
+    def _bias_arithmetic(self) -> int:
         """q, k and v projection biases (Qwen2, ``attention_bias``); kept in the dtype."""
         if not self.qkv_bias:
             return 0
         return self.num_layers * (self.num_attention_heads + 2 * self.num_kv_heads) * self.head_dim
-
-    @property
-    def param_count(self) -> int:
-        """All parameters of the model."""
-        return self.linear_params + self.embedding_params + self.norm_params + self.bias_params
 
 
 def _positive_int(config: dict, name: str, source: str) -> int:

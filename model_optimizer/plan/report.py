@@ -51,6 +51,12 @@ class PlanReport:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    param_source: str = ""  # where param_count came from (transformers, safetensors, arithmetic)
+    expert_param_count: int = 0  # routed experts (0 for a dense model)
+    moe: str | None = None  # the routing, e.g. "128 routed experts, top-8 per token"
+    attention: str = ""  # the layers' KV layout (full, sliding-window, MLA, Mamba)
+    expert_bytes_per_device: int = 0
+    request_bytes_max_model_len: int = 0  # one max_model_len request's KV, as vLLM checks it
 
     @property
     def fits(self) -> bool:

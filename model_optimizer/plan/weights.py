@@ -93,7 +93,15 @@ def linear_weight_bits(
     return nominal, nominal + Fraction(rule.group_overhead_bits, rule.group_size)
 
 
-def weight_bytes(shape: ModelShape, linear_bits: Fraction, dtype_bytes: int) -> int:
-    """Bytes of all weights: linear layers at ``linear_bits``, the rest at the dtype."""
-    linear = math.ceil(shape.linear_params * linear_bits / 8)
-    return linear + (shape.embedding_params + shape.norm_params + shape.bias_params) * dtype_bytes
+def weight_bytes(shape: ModelShape, linear_bits: Fraction, dtype_bytes: int,
+                 experts_only: bool = False) -> int:
+    """Bytes of all weights: the quantized ones (every linear layer, or only the routed
+    experts) at ``linear_bits``, the rest at the dtype."""
+    quantized = shape.expert_params if experts_only else shape.linear_params
+    rest = shape.param_count - quantized
+    return math.ceil(quantized * linear_bits / 8) + rest * dtype_bytes
+
+
+def expert_bytes(shape: ModelShape, linear_bits: Fraction) -> int:
+    """Bytes of the routed experts (quantized with the linear layers when they are)."""
+    return math.ceil(shape.expert_params * linear_bits / 8)

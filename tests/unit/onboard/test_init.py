@@ -86,15 +86,28 @@ def test_published_configs_give_recipes_that_fit(tmp_path, config_dir, accelerat
 
 
 def test_max_model_len_is_lowered_to_what_the_cache_holds(tmp_path):
-    model_dir = tmp_path / "mistral"
-    shutil.copytree(DATA / "mistral-7b", model_dir)
-    # 17 GiB * 0.9 - 13.49 GiB of bf16 weights - 1 GiB reserve: about 0.8 GiB of KV cache
-    hw = SeenHardware("A10", 1, 17.0, "A10 with 17 GiB")
+    model_dir = tmp_path / "llama3"
+    shutil.copytree(DATA / "llama-3-8b", model_dir)
+    # 18.5 GiB * 0.9 - 14.96 GiB of bf16 weights - 1 GiB reserve: about 0.69 GiB of KV cache,
+    # 131,072 bytes per token: about 5,600 tokens, less than the model's 8192
+    hw = SeenHardware("A10", 1, 18.5, "A10 with 18.5 GiB")
     loaded = load_recipe(_write(tmp_path, model_dir, hw))
     report = estimate(loaded.resolved, load_model_config(model_dir))
     max_len = loaded.resolved["engine"]["max_model_len"]
-    assert max_len < 32768 and max_len % 256 == 0
+    assert max_len < 8192 and max_len % 256 == 0
     assert report.fits and report.kv_tokens - 256 < max_len <= report.kv_tokens
+
+
+def test_sliding_windows_keep_the_full_length(tmp_path):
+    model_dir = tmp_path / "mistral"
+    shutil.copytree(DATA / "mistral-7b", model_dir)
+    # about 0.8 GiB of KV cache: a 32,768-token request holds 4095 + 2048 tokens per layer
+    # (window + one prefill chunk, + a block) = 32 x 6160 x 4096 bytes = 0.75 GiB
+    hw = SeenHardware("A10", 1, 17.0, "A10 with 17 GiB")
+    loaded = load_recipe(_write(tmp_path, model_dir, hw))
+    report = estimate(loaded.resolved, load_model_config(model_dir))
+    assert loaded.resolved["engine"]["max_model_len"] == 32768
+    assert report.fits and report.request_bytes_max_model_len == 32 * 6160 * 4096
 
 
 def test_quantized_checkpoint_is_recognised(tmp_path):

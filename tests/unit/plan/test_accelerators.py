@@ -91,9 +91,44 @@ def test_unknown_accelerator_names_the_choices():
         ("A100-80GB", 256),
         ("H100", 1024),
         ("H200", 1024),
+        ("B200", 1024),
+        ("MI300X", 1024),
         ("cpu", 128),
     ],
 )
 def test_vllm_default_max_num_seqs_follows_vllm_rule(name, expected):
     # vLLM: >= 70 GiB and not an A100 -> 1024; other GPUs 256; the CPU engine 128
     assert vllm_default_max_num_seqs(ACCELERATORS[name]) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "mib", "gbps", "vendor"),
+    [
+        # DGX B200: 1,440 GB and 64 TB/s over 8 GPUs; nvidia-smi 183359 MiB
+        ("B200", 183359, 8000, "NVIDIA"),
+        # MI300X datasheet: 192 GB HBM3, 5.3 TB/s; rocm-smi 196592 MiB
+        ("MI300X", 196592, 5300, "AMD"),
+    ],
+)
+def test_rows_people_rent_now(name, mib, gbps, vendor):
+    accel = ACCELERATORS[name]
+    assert (accel.memory_gib, accel.bandwidth_gbps) == (mib / 1024, gbps)
+    assert accel.source.startswith(vendor)
+
+
+@pytest.mark.parametrize(("typed", "row"), [("a10", "A10"), ("h200", "H200"), ("l40s", "L40S"),
+                                             ("mi300x", "MI300X"), ("a100-80gb", "A100-80GB"),
+                                             ("A100-40G", "A100-40GB"), ("CPU", "cpu")])
+def test_names_are_case_insensitive(typed, row):
+    assert resolve_hardware({"accelerator": typed}) is ACCELERATORS[row]
+
+
+def test_did_you_mean_stays_in_the_family():
+    with pytest.raises(PlanError) as info:
+        resolve_hardware({"accelerator": "a100"})  # two A100 rows: ambiguous, not an H100
+    assert "did you mean 'A100-40GB' or 'A100-80GB'?" in str(info.value)
+    assert "did you mean 'H100'" not in str(info.value)
+    with pytest.raises(PlanError, match="did you mean 'H100' or 'H200'"):
+        resolve_hardware({"accelerator": "H300"})
+    with pytest.raises(PlanError, match="did you mean 'B200'"):
+        resolve_hardware({"accelerator": "b100"})

@@ -95,7 +95,9 @@ def test_qwen2_shape_counts_qkv_biases_and_tied_embeddings():
     # linear per layer: 896 * (2 * 896 + 2 * 128) + 3 * 896 * 4864 = 14,909,440; * 24
     assert shape.linear_params == 357_826_560
     assert shape.embedding_params == 151_936 * 896  # tied: one table
-    assert shape.bias_params == 24 * (14 + 2 * 2) * 64  # 27,648
+    # q/k/v biases 24 * (14 + 2 * 2) * 64 = 27,648 and norms (2 * 24 + 1) * 896 = 43,904
+    # stay in the dtype
+    assert shape.norm_params == 27_648 + 43_904
     # the published parameter count of Qwen2.5-0.5B
     assert shape.param_count == 494_032_768
 
