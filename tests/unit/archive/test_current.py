@@ -65,7 +65,10 @@ def test_a_deleted_file_is_passed_over_for_the_next_most_recent(tmp_path, recipe
     assert "no longer there" in current.announce()
     a.unlink()
     assert current_recipe(runs, cwd=tmp_path) is None
-    with pytest.raises(NoCurrentRecipe, match="mopt sweep recipes/tiny-cpu.yaml"):
+    with pytest.raises(NoCurrentRecipe, match="mopt init MODEL_FOLDER"):  # no recipe here
+        require_current(runs, "sweep", cwd=tmp_path)
+    (tmp_path / "mine.yaml").write_text("recipe_version: 1\nname: mine\n")
+    with pytest.raises(NoCurrentRecipe, match="e.g. `mopt sweep mine.yaml`"):  # one here
         require_current(runs, "sweep", cwd=tmp_path)
 
 
