@@ -53,6 +53,7 @@ def assert_written_best(output: Path, study: optuna.Study, best_number: int) -> 
     assert written.resolved["validated"]["by"] == "tune"
 
 
+@pytest.mark.slow  # four launches: the quick tier keeps the one-launch pruning test below
 def test_tune_tiny_cpu_end_to_end(tiny_model, tmp_path):
     runs, output = tmp_path / "runs", tmp_path / "tuned.yaml"
     result = run_mopt("tune", str(TINY_RECIPE), *SMALL_LOAD, "--set", "tune.n_trials=4",
