@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def _default_mode() -> int:
@@ -34,3 +36,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """UTF-8 text version of :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_figure(fig: Any, path: str | Path, **savefig: Any) -> None:
+    """Render a matplotlib figure to PNG in memory, then write it like any archive file: an
+    interrupted plot leaves the previous image (or none), never half of one. The caller
+    closes the figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", **savefig)
+    atomic_write_bytes(path, buffer.getvalue())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
+from model_optimizer.fsutil import save_figure
 
 COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps", "QPS"),
            ("output_tok_s", "out tok/s"), ("ttft_p50_ms", "TTFT p50 ms"),
@@ -97,7 +98,7 @@ def _plot(rows: list[dict], path: Path, objective: str) -> None:
         axis.tick_params(axis="x", rotation=30)
     fig.suptitle(f"mopt optimize: one bar per stage (* survivor; chosen by {objective})")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
