@@ -44,7 +44,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     rule whose inputs are malformed is skipped.
     """
     problems: list[Diagnostic] = []
-    for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
+    for rule in (_batch_rule, _cpu_rules, _workload_rules, _extra_args_rule,
                  _sweep_rules, _tune_rules, _quality_rules, _parallel_rule, workload_rules):
         try:
             problems.extend(rule(recipe, smap))
@@ -83,20 +83,6 @@ def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             f"VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got {space!r}",
             "vLLM's CPU engine rejects fractions: use e.g. '1' or '2'"))
     return out
-
-
-def _length_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
-    workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
-    if workload.get("mix") or workload.get("dataset"):
-        return []  # lengths come from the mix or the file (workload_rules, load.workload)
-    needed = workload["prompt_tokens"] + workload["output_tokens"]
-    if max_len is not None and max_len < needed:
-        return [smap.diagnostic(
-            ("engine", "max_model_len"),
-            f"max_model_len {max_len} is shorter than the workload's prompt + output "
-            f"({workload['prompt_tokens']} + {workload['output_tokens']} = {needed})",
-            f"raise max_model_len to at least {needed} or shorten the workload")]
-    return []
 
 
 def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
