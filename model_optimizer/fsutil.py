@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 #: the errors of a full file system (no space, or the user's quota reached)
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -86,3 +88,12 @@ def atomic_update_text(path: str | Path, text: str) -> Path:
         mode = None
     atomic_write_bytes(real, text.encode("utf-8"), mode)
     return real
+
+
+def save_figure(fig: Any, path: str | Path, **savefig: Any) -> None:
+    """Render a matplotlib figure to PNG in memory, then write it like any archive file: an
+    interrupted plot leaves the previous image (or none), never half of one. The caller
+    closes the figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", **savefig)
+    atomic_write_bytes(path, buffer.getvalue())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import typer.testing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUT_TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
@@ -22,3 +23,21 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from model_optimizer.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_command_built_once():
+    """Typer's CliRunner rebuilds the whole click command tree from the functions' signatures
+    on every ``invoke`` (a few hundred ms each, most of a ``validate``); build it once per app
+    for the session. The command is the same object ``mopt`` builds at start, used as is."""
+    build = typer.testing._get_command
+    built: dict[int, object] = {}
+
+    def once(app):
+        if id(app) not in built:
+            built[id(app)] = build(app)
+        return built[id(app)]
+
+    typer.testing._get_command = once
+    yield
+    typer.testing._get_command = build

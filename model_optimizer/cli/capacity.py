@@ -20,10 +20,11 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.completion import complete_recipe
+from model_optimizer.cli.current import ForceOption, prepare_launch
 from model_optimizer.cli.endpoint import endpoint_model
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import UsageError
-from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
 
 #: the recipe of ``mopt capacity --url`` without one: defaults, then --set
 BARE_CAPACITY_RECIPE = "recipe_version: 1\nname: capacity\nmodel: {path: endpoint}\n"
@@ -43,11 +44,23 @@ class CapacityProgress(RunProgress):
             super().__call__(phase, data)
 
 
+def _capacity_recipe(recipe: Path | None, url: str | None, overrides: list[str] | None,
+                     force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
+    """What capacity measures: with --url the given recipe or the bare one; otherwise the
+    given or current recipe, preflighted like every launching command (exit 2 on a refusal
+    before anything starts)."""
+    if url is not None:
+        return (load_recipe(recipe, overrides) if recipe is not None
+                else load_recipe_text(BARE_CAPACITY_RECIPE, "<capacity flags>", overrides))
+    return prepare_launch(recipe, overrides, "capacity", force, runs_dir_opt, as_json)
+
+
 @handle_errors
 def capacity(
     recipe: Annotated[Path | None, typer.Argument(
-        help="Recipe YAML file. Optional with --url: the workload, slo and capacity sections "
-        "then take their defaults and --set.", show_default=False, metavar="RECIPE",
+        help="Recipe YAML file (default: the current recipe, see `mopt status`). With --url "
+        "and no RECIPE the workload, slo and capacity sections take their defaults and --set.",
+        show_default=False, metavar="RECIPE",
         autocompletion=complete_recipe)] = None,
     url: Annotated[str | None, typer.Option(
         "--url", help="Measure this running OpenAI-compatible server instead of launching "
@@ -64,6 +77,7 @@ def capacity(
         min=0.0, max=0.95, help="Fraction of each server's sustainable rate left free when "
         "sizing for --target-rate.")] = DEFAULT_HEADROOM,
     overrides: SetOption = None,
+    force: ForceOption = False,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -80,11 +94,7 @@ def capacity(
     """
     if target_rate is not None and target_rate <= 0:
         raise UsageError(f"--target-rate {target_rate:g}: give a rate above 0 req/s")
-    if recipe is None and url is None:
-        raise UsageError("mopt capacity needs a RECIPE to launch, or --url of a running "
-                         "server (then the recipe is optional)")
-    loaded = (load_recipe(recipe, overrides) if recipe is not None
-              else load_recipe_text(BARE_CAPACITY_RECIPE, "<capacity flags>", overrides))
+    loaded = _capacity_recipe(recipe, url, overrides, force, runs_dir_opt, as_json)
     model_name = tokenizer_dir = None
     if url is not None:
         url = url.rstrip("/")

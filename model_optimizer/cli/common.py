@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,11 +16,48 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_USAGE, MoptError, RecipeError, UsageError
+from model_optimizer.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    MoptError,
+    RecipeError,
+    RecipeWarning,
+    UsageError,
+)
 from model_optimizer.signals import ignore_interrupts
 
-console = Console()
-err_console = Console(stderr=True)
+#: the width of output into a pipe or file (no terminal, no $COLUMNS): tables get room and
+#: printed lines are never wrapped, so the commands mopt prints stay whole
+PIPE_WIDTH = 200
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console at the terminal's width; into a pipe or file, wide and without wrapping."""
+    probe = Console(stderr=stderr)
+    if probe.is_terminal or os.environ.get("COLUMNS"):
+        return probe
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    if issubclass(category, RecipeWarning):
+        err_console.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False,
+                          soft_wrap=True)
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)
+
+
+def show_recipe_warnings() -> None:
+    """Print RecipeWarnings as ``warning: <file:line: message>`` on stderr, as mopt's own
+    output, instead of Python's format (the source file and line of the warn() call)."""
+    warnings.showwarning = _show_warning
 
 SetOption = Annotated[
     list[str] | None,

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from model_optimizer.cli.common import JsonOption, console, handle_errors, print_json
+from model_optimizer.cli.common import JsonOption, console, err_console, handle_errors, print_json
 from model_optimizer.errors import UsageError
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.onboard.detect import SeenHardware, known_accelerators, seen_hardware
@@ -75,9 +76,13 @@ def init(
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, result.text)
     write_quality_files(result.files, target)
+    if work.warning:
+        err_console.print(f"[yellow]warning:[/] {escape(work.warning)}", highlight=False,
+                          soft_wrap=True)
     if as_json:
         print_json({"ok": True, "recipe": str(target), "name": result.name,
-                    "plan": result.plan_verdict, "choices": result.choices})
+                    "plan": result.plan_verdict, "choices": result.choices,
+                    "warnings": [work.warning] if work.warning else []})
         return
     console.print(f"wrote {target} ({result.name}, {hw.description}); plan: "
                   f"{result.plan_verdict}", highlight=False)

@@ -8,6 +8,7 @@ from model_optimizer import __version__
 from model_optimizer.cli.apply import apply
 from model_optimizer.cli.bench import bench
 from model_optimizer.cli.capacity import capacity
+from model_optimizer.cli.common import show_recipe_warnings
 from model_optimizer.cli.diff import diff
 from model_optimizer.cli.eval import eval_command
 from model_optimizer.cli.export import export
@@ -64,3 +65,4 @@ def _version(value: bool) -> None:
 def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print mopt's version and exit.")) -> None:
     """Recipe-driven, measured optimization of LLM deployments on vLLM."""
+    show_recipe_warnings()

@@ -22,7 +22,7 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
-from model_optimizer.errors import EXIT_FAILURE, EXIT_OK
+from model_optimizer.errors import EXIT_OK, EXIT_SLO_FAILED
 from model_optimizer.history.diff import render
 from model_optimizer.history.drift import check_drift
 from model_optimizer.history.rollback import TOLERANCE, Verification, reverify
@@ -75,8 +75,9 @@ def rollback(
     is archived first under runs/ (kind rollback). The archive is verified first.
 
     Exit codes: 0 done (and, with --apply, the figures reproduced within --tolerance);
-    1 --apply ran but the figures differ beyond the tolerance; 2 bad input or a broken
-    archive; 3/5 the relaunched server failed.
+    2 bad input or a broken archive; 3/5 the relaunched server failed; 4 --apply ran to the
+    end but the figures differ beyond the tolerance (as a run that missed its SLOs: 1 is
+    only `plan`'s "does not fit").
     """
     result = restore(ref, runs_dir(runs_dir_opt), recipe, force=force)
     if not apply_it:
@@ -104,4 +105,4 @@ def rollback(
         _print_verification(check)
     if not check.outcome.ok:
         raise typer.Exit(check.outcome.exit_code)
-    raise typer.Exit(EXIT_OK if check.passed else EXIT_FAILURE)
+    raise typer.Exit(EXIT_OK if check.passed else EXIT_SLO_FAILED)

@@ -53,6 +53,7 @@ def validate(
             drift = pinned_checkpoint_messages(loaded.resolved, loaded.base_dir)
             results.append({"file": str(path), "ok": not (strict and drift), "name": loaded.name,
                             "revision": loaded.resolved["revision"], "errors": [],
+                            "warnings": [d.to_dict() for d in loaded.warnings],
                             "drift": drift, "text": "; ".join(drift)})
         except RecipeError as exc:
             results.append({"file": str(path), "ok": False,

@@ -143,6 +143,28 @@ def current_recipe(root: str | Path, cwd: Path | None = None) -> CurrentRecipe |
     return None
 
 
+def recipe_files_here(cwd: Path | None = None) -> list[Path]:
+    """Recipe files in ``cwd`` and its ``recipes/`` folder (YAML naming a recipe_version),
+    relative to ``cwd``, sorted."""
+    cwd = cwd or Path.cwd()
+    found = []
+    for path in sorted([*cwd.glob("*.yaml"), *cwd.glob("recipes/*.yaml")]):
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                head = handle.read(4096)
+        except OSError:
+            continue
+        if "recipe_version:" in head:
+            found.append(path.relative_to(cwd))
+    return found
+
+
+def first_recipe_command(command: str, cwd: Path | None = None) -> str:
+    """``mopt COMMAND <a recipe file that is here>``, or ``mopt init`` when there is none."""
+    here = recipe_files_here(cwd)
+    return f"mopt {command} {here[0]}" if here else "mopt init MODEL_FOLDER"
+
+
 def require_current(root: str | Path, command: str, cwd: Path | None = None) -> CurrentRecipe:
     """The current recipe, or a usage error that says how to give one."""
     found = current_recipe(root, cwd)
@@ -151,8 +173,10 @@ def require_current(root: str | Path, command: str, cwd: Path | None = None) -> 
     root = Path(root)
     why = (f"no run under {root} names a recipe file that still exists"
            if root.is_dir() else f"{root} holds no runs yet")
+    first = first_recipe_command(command, cwd)
+    name_one = (f"Name one, e.g. `{first}`" if not first.startswith("mopt init")
+                else f"Name a recipe file, or write one for your model with `{first}`")
     raise NoCurrentRecipe(
-        f"no RECIPE given and there is no current recipe: {why}. Name one, e.g. "
-        f"`mopt {command} recipes/tiny-cpu.yaml` (after that, `mopt {command}` alone uses "
-        "the recipe last applied, swept, tuned or rolled back here), or point --runs-dir / "
-        "$MOPT_RUNS_DIR at the runs dir you worked in.")
+        f"no RECIPE given and there is no current recipe: {why}. {name_one} (after that, "
+        f"`mopt {command}` alone uses the recipe last applied, swept, tuned or rolled back "
+        "here), or point --runs-dir / $MOPT_RUNS_DIR at the runs dir you worked in.")

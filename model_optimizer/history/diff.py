@@ -256,8 +256,11 @@ def resolved_from_text(text: str | None) -> dict | None:
 
 # ----- comparing -----------------------------------------------------------------------------
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of nested mappings as ``{"engine.max_num_seqs": 8, ...}`` (lists are leaves)."""
-    if isinstance(value, dict) and value:
+    """Leaves of nested mappings as ``{"engine.max_num_seqs": 8, ...}`` (lists are leaves).
+
+    An empty mapping has no leaves: ``env: {}`` and ``env: {A: x}`` differ in ``env.A`` only.
+    """
+    if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
             out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))

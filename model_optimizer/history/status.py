@@ -15,7 +15,12 @@ from pathlib import Path
 from model_optimizer.archive import index
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.errors import RecipeError
-from model_optimizer.history.current import CurrentRecipe, current_recipe, last_touched
+from model_optimizer.history.current import (
+    CurrentRecipe,
+    current_recipe,
+    first_recipe_command,
+    last_touched,
+)
 from model_optimizer.history.drift import drift_messages, pinned_checkpoint_messages
 
 RECENT = 5
@@ -89,8 +94,9 @@ def _sweep_command(resolved: dict) -> str:
     return f"mopt sweep --param {param} --start {start}"
 
 
-def next_steps(status: Status, loaded, root: str) -> list[dict]:
-    """What to run next, most useful first, each with why."""
+def next_steps(status: Status, loaded, root: str, cwd: Path | None = None) -> list[dict]:
+    """What to run next, most useful first, each with why (a first apply names a recipe
+    file found in ``cwd``, or ``mopt init`` when there is none)."""
     steps: list[dict] = []
     latest = status.recent[0] if status.recent else None
     if latest and latest["kind"] in SEARCHES and latest["status"] in UNFINISHED:
@@ -98,9 +104,12 @@ def next_steps(status: Status, loaded, root: str) -> list[dict]:
                       "why": f"the last {latest['kind']} was {latest['status']}; finished "
                              "steps are not rerun"})
     if status.current is None:
-        return steps + [{"command": "mopt apply recipes/tiny-cpu.yaml",
-                         "why": "no current recipe yet: apply one (any recipe file); after "
-                                "that, commands without a RECIPE use it"}]
+        first = first_recipe_command("apply", cwd)
+        why = ("no current recipe yet: apply one (any recipe file); after that, commands "
+               "without a RECIPE use it") if first.startswith("mopt apply") else (
+               "no current recipe and no recipe file here: init writes one for your model "
+               "folder, then `mopt apply` it")
+        return steps + [{"command": first, "why": why}]
     if loaded is None:
         return steps + [{"command": f"mopt validate {status.current.path}",
                          "why": "the current recipe does not validate"}]
@@ -140,5 +149,5 @@ def gather(root: str | Path, cwd: Path | None = None, probe=None) -> Status:
     status.current = current_recipe(root, cwd) if rows else None
     loaded = (_recipe_facts(status.current, cwd or Path.cwd(), status, probe)
               if status.current else None)
-    status.next = next_steps(status, loaded, str(root))
+    status.next = next_steps(status, loaded, str(root), cwd)
     return status

@@ -51,6 +51,7 @@ class WorkloadChoice:
     output_tokens: int = 128
     source: str = "flags (or defaults)"
     prompt_file: Path | None = None
+    warning: str | None = None  # what the user must know about these lengths
 
 
 @dataclass(frozen=True)
@@ -168,13 +169,22 @@ def build_init_recipe(model_dir: Path, recipe_path: Path, hw: SeenHardware,
     rel = os.path.relpath(model_dir.resolve(), recipe_path.resolve().parent)
     doc = _base_document(name, rel, config, hw, work)
     choices = _choose_lengths(doc, config, read_checkpoint(model_dir))
-    schema = schemas_dir() / f"recipe.v{CURRENT_VERSION}.json"
-    schema_ref = os.path.relpath(schema, recipe_path.resolve().parent)
     quality = quality_choice(recipe_path, work.prompt_file)
-    text = render_commented(doc, config, hw, work, choices, schema_ref)
+    text = render_commented(doc, config, hw, work, choices,
+                            schema_reference(recipe_path.resolve().parent))
     text += "\n".join(render_quality(quality)) + "\n"
     load_recipe_text(text, str(recipe_path))  # validates: RecipeError if anything is off
     return InitResult(text, name, choices["verdict"], choices, quality.files)
+
+
+def schema_reference(recipe_dir: Path) -> str | None:
+    """The ``$schema`` path for a recipe in ``recipe_dir``: a checkout's ``schemas/`` file,
+    relative; None for an installed mopt, whose packaged copy (``_schemas`` in the install
+    folder) moves or vanishes with the next install or virtual environment."""
+    schema = schemas_dir() / f"recipe.v{CURRENT_VERSION}.json"
+    if schema.parent.name != "schemas":
+        return None
+    return os.path.relpath(schema, recipe_dir)
 
 
 def _yaml_value(value: Any) -> str:
@@ -182,12 +192,14 @@ def _yaml_value(value: Any) -> str:
 
 
 def render_commented(doc: dict, config: dict, hw: SeenHardware, work: WorkloadChoice,
-                     choices: dict, schema_ref: str = "../schemas/recipe.v1.json") -> str:
-    """The recipe as YAML with a comment on every value (see :mod:`explain`)."""
+                     choices: dict, schema_ref: str | None = "../schemas/recipe.v1.json") -> str:
+    """The recipe as YAML with a comment on every value (see :mod:`explain`); an editor's
+    ``$schema`` line first when ``schema_ref`` is given."""
     from model_optimizer.onboard.explain import comments
 
     notes = comments(doc, config, hw, work, choices)
-    lines = [f"# yaml-language-server: $schema={schema_ref}",
+    schema = [f"# yaml-language-server: $schema={schema_ref}"] if schema_ref else []
+    lines = [*schema,
              f"# Written by `mopt init` for {doc['model']['path']} on {hw.description}.",
              "# Every value is a starting point: `mopt plan` checks it, `mopt optimize` "
              "measures it.",
@@ -216,6 +228,13 @@ def with_prompt_file(work: WorkloadChoice, path: Path, model_dir: Path) -> Workl
     stats = measure_prompt_file(path, model_dir)
     if stats.count == 0:
         raise UsageError(f"{path}: no prompts found (one JSON object per line with 'prompt')")
+    unit, warning = "tokens", None
+    if not stats.exact:
+        unit = "words"
+        warning = (f"{model_dir} has no tokenizer.json: the prompt lengths of {path} are "
+                   "whitespace words, not tokens (a token is often shorter than a word); "
+                   "check workload.prompt_tokens, or add the tokenizer and run init again")
     return replace(work, prompt_tokens=max(1, stats.median_tokens), prompt_file=path,
                    source=f"{stats.count} prompts in {path} ({stats.how}), median "
-                          f"{stats.median_tokens}, longest {stats.max_tokens} tokens")
+                          f"{stats.median_tokens}, longest {stats.max_tokens} {unit}",
+                   warning=warning)

@@ -21,6 +21,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.load.dataset import read_jsonl
 
 MAX_PROMPTS = 100_000
+TOKENIZER_COUNT = "tokenizer.json"
 FORMAT_HINT = ('one JSON object per line with "prompt": "...", "messages": '
                '[{"role": ..., "content": ...}] or "text": "..."')
 
@@ -69,6 +70,11 @@ class PromptStats:
     max_tokens: int
     how: str  # "tokenizer.json" or "whitespace words"
 
+    @property
+    def exact(self) -> bool:
+        """Counted in the model's tokenizer (not approximated by words)."""
+        return self.how == TOKENIZER_COUNT
+
 
 def measure_prompt_file(path: Path, model_dir: Path) -> PromptStats:
     """Count each prompt's tokens in the model's tokenizer (or words without one)."""
@@ -89,5 +95,5 @@ def _counter(model_dir: Path):
             pass
         else:
             tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            return (lambda text: len(tokenizer.encode(text).ids)), "tokenizer.json"
+            return (lambda text: len(tokenizer.encode(text).ids)), TOKENIZER_COUNT
     return (lambda text: len(text.split())), "whitespace words (no tokenizer.json)"

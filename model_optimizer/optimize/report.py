@@ -10,6 +10,8 @@ from pathlib import Path
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.report import fmt
+from model_optimizer.fsutil import save_figure
+from model_optimizer.optimize.summary import before_after, quality_figures_text
 from model_optimizer.report import write_report as write_html_report
 
 COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps_text", "QPS"),
@@ -19,22 +21,6 @@ COLUMNS = (("stage", "stage"), ("what", "what"), ("status", "status"), ("qps_tex
            ("quality", "quality"), ("launches", "launches"), ("seconds", "stage s"))
 CSV_EXTRA = ("qps", "qps_half_width", "quantize_seconds", "survivor")
 #: the gate's figures shown in the table, in this order (per-class drops after them)
-QUALITY_SHOWN = ("exact_match_rate", "top1_agreement", "mean_kl", "accuracy",
-                 "accuracy_drop")
-
-
-def quality_figures_text(figures: dict) -> str:
-    """The gate's key figures in words: fidelity, accuracy, and the drop (or the accuracy,
-    for the reference) per eval-set class."""
-    shown = [f"{k} {fmt(float(figures[k]), 3)}" for k in QUALITY_SHOWN
-             if isinstance(figures.get(k), int | float) and not isinstance(figures[k], bool)]
-    shown += [f"{k.split('.', 1)[1]} drop {fmt(float(v), 3)}" for k, v in figures.items()
-              if k.startswith("accuracy_drop.") and isinstance(v, int | float)]
-    shown += [f"{name} accuracy {fmt(float(v), 3)}"
-              for name, v in (figures.get("accuracy_by_class") or {}).items()]
-    return ", ".join(shown)
-
-
 def _quality_text(gate: dict | None) -> str:
     if not gate:
         return "-"
@@ -138,7 +124,7 @@ def _plot(rows: list[dict], path: Path, objective: str) -> None:
         axis.tick_params(axis="x", rotation=30)
     fig.suptitle(f"mopt optimize: one bar per stage (* survivor; chosen by {objective})")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -149,8 +135,6 @@ def write_outputs(archive: RunArchive, state, objective: str) -> list[dict]:
     _plot(rows, archive.file("plot.png"), objective)
     links = [f"- {name}: " + ", ".join(
         f"`{STEP}`" for STEP in _archives_of(record)) for name, record in state.stages.items()]
-    from model_optimizer.optimize.summary import before_after
-
     report = [f"# mopt optimize {archive.id}", "",
               f"Recipe `{state.recipe_file}`; survivor: **{state.survivor or 'none'}** "
               f"(by {objective}); revision written to `{state.output}`.", "",

@@ -18,6 +18,22 @@ ROWS = (("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p99_ms", "TPOT p99 ms"),
         ("output_tok_s", "output tok/s"), ("peak_memory_mib", "peak memory MiB"))
 
 
+QUALITY_SHOWN = ("exact_match_rate", "top1_agreement", "mean_kl", "accuracy",
+                 "accuracy_drop")
+
+
+def quality_figures_text(figures: dict) -> str:
+    """The gate's key figures in words: fidelity, accuracy, and the drop (or the accuracy,
+    for the reference) per eval-set class."""
+    shown = [f"{k} {fmt(float(figures[k]), 3)}" for k in QUALITY_SHOWN
+             if isinstance(figures.get(k), int | float) and not isinstance(figures[k], bool)]
+    shown += [f"{k.split('.', 1)[1]} drop {fmt(float(v), 3)}" for k, v in figures.items()
+              if k.startswith("accuracy_drop.") and isinstance(v, int | float)]
+    shown += [f"{name} accuracy {fmt(float(v), 3)}"
+              for name, v in (figures.get("accuracy_by_class") or {}).items()]
+    return ", ".join(shown)
+
+
 def _change(before, after) -> str:
     if not isinstance(before, int | float) or not isinstance(after, int | float) or not before:
         return "-"
@@ -54,8 +70,6 @@ def _quality(state) -> list[str]:
         return [f"Quality: **NOT QUALITY-GATED**: --no-quality-gate: "
                 f"{', '.join(state.ungated)} were judged on speed alone; no answer was "
                 "compared with the baseline's.", ""]
-    from model_optimizer.optimize.report import quality_figures_text
-
     lines = ["Quality against the baseline's answers (fixed prompts and seeds):", ""]
     for name, record in state.stages.items():
         gate = record.get("gate") or {}

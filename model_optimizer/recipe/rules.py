@@ -5,6 +5,7 @@ from __future__ import annotations
 from model_optimizer.errors import Diagnostic
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe.flags import known_flags
+from model_optimizer.recipe.knobs import KNOBS, knob_names
 from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.security import check_security, flag_name
 from model_optimizer.recipe.validate import did_you_mean
@@ -12,29 +13,13 @@ from model_optimizer.recipe.workload_rules import workload_rules
 from model_optimizer.recipe.yamlsource import SourceMap
 
 #: engine knobs a sweep may move; numeric ones grow, categorical ones take `sweep.values`
-NUMERIC_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size",
-                 "gpu_memory_utilization", "max_model_len", "long_prefill_token_threshold",
-                 "max_output_tokens")
-CATEGORICAL_KNOBS = ("kv_cache_dtype", "enable_prefix_caching", "enforce_eager",
-                     "enable_chunked_prefill")
+NUMERIC_KNOBS = knob_names("numeric")
+CATEGORICAL_KNOBS = knob_names("categorical")
 #: engine knobs that take fractional values; every other numeric knob is an integer
-FLOAT_KNOBS = frozenset({"gpu_memory_utilization"})
+FLOAT_KNOBS = frozenset(k.name for k in KNOBS if k.sweep == "numeric" and k.kind == "float")
 
 #: flags a recipe sets through a first-class field: extra_args may not set them again
-FIRST_CLASS_FLAGS = {
-    "model": "model.path", "revision": "model.revision", "quantization": "model.quantization",
-    "dtype": "model.dtype", "served-model-name": "model.served_name",
-    "tokenizer": "model.tokenizer", "trust-remote-code": "model.trust_remote_code",
-    "kv-cache-dtype": "engine.kv_cache_dtype", "block-size": "engine.block_size",
-    "max-model-len": "engine.max_model_len", "max-num-seqs": "engine.max_num_seqs",
-    "max-num-batched-tokens": "engine.max_num_batched_tokens",
-    "gpu-memory-utilization": "engine.gpu_memory_utilization",
-    "enable-prefix-caching": "engine.enable_prefix_caching",
-    "tensor-parallel-size": "engine.tensor_parallel_size",
-    "enforce-eager": "engine.enforce_eager", "host": "engine.host", "port": "engine.port",
-    "enable-chunked-prefill": "engine.enable_chunked_prefill",
-    "long-prefill-token-threshold": "engine.long_prefill_token_threshold",
-}
+FIRST_CLASS_FLAGS = {k.flag: k.field for k in KNOBS if k.exclusive}
 
 
 def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
@@ -44,7 +29,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     rule whose inputs are malformed is skipped.
     """
     problems: list[Diagnostic] = []
-    for rule in (_batch_rule, _cpu_rules, _length_rules, _workload_rules, _extra_args_rule,
+    for rule in (_batch_rule, _cpu_rules, _workload_rules, _extra_args_rule,
                  _sweep_rules, _tune_rules, _quality_rules, _parallel_rule, workload_rules):
         try:
             problems.extend(rule(recipe, smap))
@@ -83,20 +68,6 @@ def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             f"VLLM_CPU_KVCACHE_SPACE must be a whole number of GiB, got {space!r}",
             "vLLM's CPU engine rejects fractions: use e.g. '1' or '2'"))
     return out
-
-
-def _length_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
-    workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
-    if workload.get("mix") or workload.get("dataset"):
-        return []  # lengths come from the mix or the file (workload_rules, load.workload)
-    needed = workload["prompt_tokens"] + workload["output_tokens"]
-    if max_len is not None and max_len < needed:
-        return [smap.diagnostic(
-            ("engine", "max_model_len"),
-            f"max_model_len {max_len} is shorter than the workload's prompt + output "
-            f"({workload['prompt_tokens']} + {workload['output_tokens']} = {needed})",
-            f"raise max_model_len to at least {needed} or shorten the workload")]
-    return []
 
 
 def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:

@@ -16,7 +16,7 @@ from model_optimizer.recipe.yamlsource import SourceMap
 def workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """Every problem of the workload form, slo.classes and the protection knobs."""
     out: list[Diagnostic] = []
-    for rule in (_form_rule, _class_slo_rule, _protection_rules):
+    for rule in (_form_rule, length_rule, _class_slo_rule, _protection_rules):
         try:
             out.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -39,7 +39,7 @@ def longest_request(workload: dict) -> tuple[int, int] | None:
 
 
 def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
-    workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
+    workload = recipe["workload"]
     if workload.get("mix") and workload.get("dataset"):
         return [smap.diagnostic(("workload", "dataset"), "workload.mix and workload.dataset "
                                 "exclude each other", "keep one: synthetic classes or a file")]
@@ -48,16 +48,28 @@ def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             parse_mix(workload["mix"])
         except MixError as exc:
             return [smap.diagnostic(exc.path, str(exc), "see docs/workloads.md")]
-    if not workload.get("mix") or max_len is None:
-        return []
-    prompt, output = longest_request(workload)
-    if prompt + output > max_len:
-        return [smap.diagnostic(
-            ("engine", "max_model_len"),
-            f"max_model_len {max_len} is shorter than the mix's longest request "
-            f"({prompt} prompt + {output} output tokens)",
-            f"raise max_model_len to {prompt + output}, or lower the classes' max lengths")]
     return []
+
+
+def length_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """max_model_len against the longest request the workload sends (plain or mix; a
+    dataset's lengths are checked once it is read): the rule, in one place."""
+    workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
+    try:
+        longest = longest_request(workload)
+    except MixError:
+        return []  # _form_rule reports the broken mix
+    if max_len is None or longest is None or sum(longest) <= max_len:
+        return []
+    prompt, output = longest
+    mix = bool(workload.get("mix"))
+    what = "the mix's longest request" if mix else "the workload's prompt + output"
+    return [smap.diagnostic(
+        ("engine", "max_model_len"),
+        f"max_model_len {max_len} is shorter than {what} ({prompt} prompt + {output} output "
+        f"tokens = {prompt + output})",
+        f"raise max_model_len to at least {prompt + output}, or "
+        + ("lower the classes' max lengths" if mix else "shorten the workload"))]
 
 
 def _class_slo_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:

@@ -15,6 +15,7 @@ from model_optimizer.archive.names import (
     SWEEP_PLOT,
 )
 from model_optimizer.archive.report import fmt
+from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
 from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise
@@ -117,10 +118,8 @@ def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:
     left.legend(handles[0] + more[0], handles[1] + more[1], loc="best", fontsize=8)
     left.set_title(f"sweep of {state.config.param}")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
+    save_figure(fig, path)
     plt.close(fig)
-    tmp.replace(path)
 
 
 def _order(value: Any) -> Any:

@@ -15,12 +15,9 @@ time budget is spent, or every configuration of a finite space has been tried:
    as a COMPLETE trial with its objective values and its SLO constraints; a failed launch
    too, with its failure class and log excerpt.
 
-The archive, ``state.json`` (this worker's record: inputs, the trials it ran, elapsed time),
-the clock and sealing are the search core's (:class:`~model_optimizer.search.session.
-SearchSession`); the study itself lives in the storage. On Ctrl-C the running trial is
-failed as interrupted and its configuration enqueued again, so ``mopt tune --resume``
-continues the study without rerunning any finished trial.
-"""
+The archive, ``state.json`` (this worker's record), the clock and sealing are the search
+core's (``search.session``); the study lives in the storage. On Ctrl-C the running trial
+fails as interrupted and is enqueued again: ``--resume`` reruns no finished trial."""
 
 from __future__ import annotations
 
@@ -69,7 +66,7 @@ from model_optimizer.tune.outputs import (
     write_outputs,
     write_trials_csv,
 )
-from model_optimizer.tune.scan import TrialScanner, resolve_scan, scan_grid
+from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan, scan_grid
 from model_optimizer.tune.space import TuneConfig, overrides_for, planner_seed, recipe_seed
 from model_optimizer.tune.study import (
     Heartbeat,
@@ -169,7 +166,10 @@ class TuneRunner:
         self.n_trials = study_budget(self.study, self.config, self.state.explicit_n_trials)
         self.study.sampler = make_sampler(self.config, self._session_seed())
         self._best: FrozenTrial | None = None
-        self.scanner = TrialScanner(self) if self.state.scan else None
+        self.scanner = TrialScanner(ScanHost(  # a small interface, not this runner
+            self.loaded, self.config, self.study, self.bounds, self.hardware, self.state.machine,
+            self.archive.id, self.state.study_name, session, self.state.confirmations,
+            self.emit, self.measure, self.tell)) if self.state.scan else None
         if created:
             self._enqueue_seeds()
 
@@ -316,7 +316,7 @@ class TuneRunner:
         else:
             with Heartbeat(self.storage, trial._trial_id):  # optuna has no public trial id
                 result = self.measure(step, trial.number, params)
-        return self._tell(trial, params, result)
+        return self.tell(trial, params, result)
 
     def _measure_for_real(self, step: LoadedRecipe, number: int, params: dict) -> TrialResult:
         measured = self.session.measure(
@@ -324,8 +324,9 @@ class TuneRunner:
             labels={"study": self.state.study_name, "trial": number, "params": params})
         return read_trial_result(measured, self.session.steps_dir)
 
-    def _tell(self, trial: optuna.Trial, params: dict, result: TrialResult,
-              extra: dict | None = None) -> dict:
+    def tell(self, trial: optuna.Trial, params: dict, result: TrialResult,
+             extra: dict | None = None) -> dict:
+        """Record ``result`` on ``trial`` (attributes, constraints) and tell the study."""
         attrs, constraints, values = trial_verdict(result, self.bounds, self.config,
                                                    self.hardware, self.state.machine)
         attrs.update(extra or {})

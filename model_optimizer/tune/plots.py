@@ -7,6 +7,7 @@ from pathlib import Path
 
 from optuna.trial import FrozenTrial
 
+from model_optimizer.fsutil import save_figure
 from model_optimizer.tune.space import TuneConfig
 
 COLORS = {"feasible": "tab:green", "infeasible": "tab:orange", "failed": "tab:red",
@@ -25,10 +26,8 @@ def _pyplot():
 def _save(fig, path: Path) -> None:
     plt = _pyplot()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
+    save_figure(fig, path)
     plt.close(fig)
-    tmp.replace(path)
 
 
 def _kind(row: dict) -> str:

@@ -30,7 +30,8 @@ max_num_seqs, so before the revision is written it is confirmed by a launch of i
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -40,15 +41,14 @@ from model_optimizer.errors import RecipeError, UsageError
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
 from model_optimizer.plan import PlanError, estimate
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.runner import run_recipe
 from model_optimizer.search.scan import ScanServer, closed_loop_problems, confirmation_problems
 from model_optimizer.search.scan import level_failure as window_failure
+from model_optimizer.search.session import SearchSession
 from model_optimizer.tune.evaluate import TrialResult, trial_verdict
 from model_optimizer.tune.space import ParamSpec, TuneConfig, overrides_for
 from model_optimizer.tune.trials import same_params
-
-if TYPE_CHECKING:
-    from model_optimizer.tune.loop import TuneRunner
 
 SCANNED = "max_num_seqs"
 CONFIRM_CANDIDATES = 3
@@ -135,37 +135,58 @@ def regressed(best: TrialResult, current: TrialResult) -> bool:
     return bounds(current)[1] < bounds(best)[0]
 
 
-class TrialScanner:
-    """Runs scanning trials and confirms the chosen one, for one :class:`TuneRunner`."""
+@dataclass(frozen=True)
+class ScanHost:
+    """What scanning trials need from the tune that runs them (built by ``TuneRunner``):
+    the recipe, the study and its settings, the session steps go to, the tune state's
+    confirmations, and three callbacks. The scanner reaches nothing else of the runner."""
 
-    def __init__(self, runner: TuneRunner):
-        self.runner = runner
-        self.spec = next(s for s in runner.config.params if s.name == SCANNED)
+    loaded: LoadedRecipe
+    config: TuneConfig
+    study: optuna.Study
+    bounds: dict
+    hardware: str
+    machine: str
+    tune_id: str
+    study_name: str
+    session: SearchSession
+    confirmations: list[dict]  # the tune state's own list: appended to, then saved
+    emit: Callable[[str, dict], None]
+    measure: Callable[[LoadedRecipe, int, dict], TrialResult]
+    tell: Callable[..., dict]  # (trial, params, result, extra attrs) -> the trial's record
+
+
+class TrialScanner:
+    """Runs scanning trials and confirms the chosen one, for the tune behind ``host``."""
+
+    def __init__(self, host: ScanHost):
+        self.host = host
+        self.spec = next(s for s in host.config.params if s.name == SCANNED)
         self._failure: TrialResult | None = None  # the level that ended the running scan
 
     # ----- one trial: one launch, every level --------------------------------------------
     def run(self, trial: optuna.Trial, params: dict) -> dict:
         """Launch, scan, tell every level; returns the asked trial's record."""
-        runner, asked = self.runner, int(params[SCANNED])
+        host, asked = self.host, int(params[SCANNED])
         others = {k: v for k, v in params.items() if k != SCANNED}
         top = max(int(c) for c in self.spec.choices) if self.spec.kind == "categorical" \
             else int(self.spec.high)
         ceiling, why = self._ceiling(others, top)
         levels = scan_levels(self.spec, ceiling, asked)
         if not levels:
-            return runner._tell(trial, params, _skipped(why or "no level fits"))
+            return host.tell(trial, params, _skipped(why or "no level fits"))
         try:
-            server = variant(runner.loaded, overrides_for({**others, SCANNED: max(levels)}))
+            server = variant(host.loaded, overrides_for({**others, SCANNED: max(levels)}))
         except RecipeError as exc:
             reason = "; ".join(d.message for d in exc.diagnostics)
-            return runner._tell(trial, params, _skipped(reason, "rules"))
+            return host.tell(trial, params, _skipped(reason, "rules"))
         scan = {"ceiling": max(levels), "levels": levels}
         trial.set_user_attr("launches", 1)  # also counted if this trial is interrupted
-        runner.emit("scan", {"number": trial.number, "max_num_seqs": max(levels),
+        host.emit("scan", {"number": trial.number, "max_num_seqs": max(levels),
                              "levels": levels})
-        extra = {"tune": runner.archive.id, "study": runner.state.study_name,
+        extra = {"tune": host.tune_id, "study": host.study_name,
                  "trial": trial.number}
-        with ScanServer(server, runner.session.steps_dir, max(levels), runner.emit,
+        with ScanServer(server, host.session.steps_dir, max(levels), host.emit,
                         {**extra, "scan_server": True, "params": {**others,
                                                                  SCANNED: max(levels)}}) as live:
             if live.started:
@@ -178,18 +199,18 @@ class TrialScanner:
             if asked <= max(levels):
                 mine = self._above_failure(asked)
         measured_here = int(mine.status != "skipped" and bool(mine.measurement.run_ids))
-        return runner._tell(trial, params, mine, {
+        return host.tell(trial, params, mine, {
             "launches": 1, "windows": measured_here, "launch": trial.number,
             "scan": {**scan, "windows": windows}})
 
     def _ceiling(self, others: dict, top: int) -> tuple[int, str | None]:
         """The largest max_num_seqs the planner lets run without preemption (``top`` when
         it cannot tell), and its reason when lower."""
-        model_config = self.runner.session.model_config
+        model_config = self.host.session.model_config
         if model_config is None:
             return top, None
         try:
-            step = variant(self.runner.loaded, overrides_for({**others, SCANNED: top}))
+            step = variant(self.host.loaded, overrides_for({**others, SCANNED: top}))
             limit = estimate(step.resolved, model_config).max_seqs_no_preemption
         except (RecipeError, PlanError):
             return top, None
@@ -200,7 +221,7 @@ class TrialScanner:
 
     def _scan(self, trial, others: dict, asked: int, levels: list[int], live: ScanServer,
               extra: dict) -> tuple[TrialResult | None, int]:
-        runner, windows = self.runner, 0
+        host, windows = self.host, 0
         mine: TrialResult | None = None
         best: TrialResult | None = None
         self._failure = None
@@ -213,12 +234,12 @@ class TrialScanner:
                     break
                 outcome = live.window(level, {**extra, "level": level, "params": params})
                 windows += 1
-                result = window_result(outcome, runner.config.metric)
+                result = window_result(outcome, host.config.metric)
                 if level == asked:
                     mine = result
                 else:
                     self._add_level(trial.number, params, result)
-                runner.emit("level_done", {"number": trial.number, "max_num_seqs": level,
+                host.emit("level_done", {"number": trial.number, "max_num_seqs": level,
                                            "status": result.status,
                                            "failure": result.measurement.failure_kind,
                                            "objective": (result.measurement.samples or
@@ -243,7 +264,7 @@ class TrialScanner:
 
     def _measured(self, params: dict) -> TrialResult | None:
         """A level a finished trial of the study already measured (not measured again)."""
-        for other in self.runner.study.get_trials(deepcopy=False, states=(
+        for other in self.host.study.get_trials(deepcopy=False, states=(
                 TrialState.COMPLETE,)):
             attrs = other.user_attrs
             if "status" in attrs and same_params(other.params, params):
@@ -253,13 +274,13 @@ class TrialScanner:
         return None
 
     def _add_level(self, launch: int, params: dict, result: TrialResult) -> None:
-        runner = self.runner
-        attrs, constraints, values = trial_verdict(result, runner.bounds, runner.config,
-                                                   runner.hardware, runner.state.machine)
+        host = self.host
+        attrs, constraints, values = trial_verdict(result, host.bounds, host.config,
+                                                   host.hardware, host.machine)
         attrs.update({"launches": 0, "windows": 1, "launch": launch, "scan_level": True,
-                      "worker": runner.archive.id, "machine": runner.state.machine})
-        distributions = {spec.name: _distribution(spec) for spec in runner.config.params}
-        runner.study.add_trial(optuna.trial.create_trial(
+                      "worker": host.tune_id, "machine": host.machine})
+        distributions = {spec.name: _distribution(spec) for spec in host.config.params}
+        host.study.add_trial(optuna.trial.create_trial(
             params=params, distributions=distributions, values=values, user_attrs=attrs,
             constraints=constraints,
             state=TrialState.COMPLETE if values is not None else TrialState.PRUNED))
@@ -267,11 +288,11 @@ class TrialScanner:
     def _relaunch(self, trial, params: dict, live: ScanServer, scan: dict) -> dict:
         failure = live.outcome.failure
         scan["failed"] = failure.kind if failure else "unknown"
-        self.runner.emit("scan_failed", {"number": trial.number, "max_num_seqs": live.ceiling,
+        self.host.emit("scan_failed", {"number": trial.number, "max_num_seqs": live.ceiling,
                                          "failure": scan["failed"]})
-        step = variant(self.runner.loaded, overrides_for(params))
-        result = self.runner.measure(step, trial.number, params)
-        return self.runner._tell(trial, params, result, {
+        step = variant(self.host.loaded, overrides_for(params))
+        result = self.host.measure(step, trial.number, params)
+        return self.host.tell(trial, params, result, {
             "launches": 1 + len(result.measurement.run_ids),
             "windows": len(result.measurement.samples),
             "launch": trial.number, "scan": scan})
@@ -280,9 +301,9 @@ class TrialScanner:
     def confirm(self, ranked: list[FrozenTrial]) -> tuple[FrozenTrial | None, dict, str]:
         """The first of the best feasible trials whose own launch passes: ``(trial, its
         figures, note)``; ``(None, {}, why)`` when every candidate is rejected."""
-        runner, notes = self.runner, []
+        host, notes = self.host, []
         for trial in ranked[:CONFIRM_CANDIDATES]:
-            done = [c for c in runner.state.confirmations
+            done = [c for c in host.confirmations
                     if same_params(c["params"], trial.params)]
             record = done[-1] if done else self._confirm_one(trial)
             if record["ok"]:
@@ -292,20 +313,20 @@ class TrialScanner:
         return None, {}, "; ".join(notes) or "no feasible trial to confirm"
 
     def _confirm_one(self, trial: FrozenTrial) -> dict:
-        runner = self.runner
+        host = self.host
         params = dict(trial.params)
-        runner.emit("confirm", {"number": trial.number, "params": params})
-        outcome = run_recipe(variant(runner.loaded, overrides_for(params)),
-                             runner.session.steps_dir, on_event=runner.emit,
-                             archive_extra={"tune": runner.archive.id, "confirm": True,
+        host.emit("confirm", {"number": trial.number, "params": params})
+        outcome = run_recipe(variant(host.loaded, overrides_for(params)),
+                             host.session.steps_dir, on_event=host.emit,
+                             archive_extra={"tune": host.tune_id, "confirm": True,
                                             "trial": trial.number, "params": params})
-        problems = confirmation_problems(outcome, runner.loaded.resolved)
+        problems = confirmation_problems(outcome, host.loaded.resolved)
         record = {"number": trial.number, "params": params, "ok": not problems,
                   "problems": problems, "run_id": outcome.run_id,
                   "figures": step_figures(outcome), "at": utc_now()}
-        runner.state.confirmations.append(record)
-        runner.session.save()
-        runner.emit("confirmed", record)
+        host.confirmations.append(record)
+        host.session.save()
+        host.emit("confirmed", record)
         return record
 
 

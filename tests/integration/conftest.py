@@ -51,11 +51,23 @@ def tiny_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def trained_model() -> Path:
-    """The tiny model trained on the synthetic corpus (built once: 800 training steps on CPU)."""
+def trained_model(pytestconfig) -> Path:
+    """The tiny model trained on the synthetic corpus, built on first use and cached in
+    ``models/tiny-llama-trained`` (setup-cpu.sh leaves it out: the main job does not need it).
+
+    Training takes minutes on CPU, so its progress is shown even though pytest captures output.
+    """
     from model_optimizer.models.trained import build_trained_model
 
-    return build_trained_model(ROOT / "models" / "tiny-llama-trained")
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def progress(step: int, steps: int, loss: float) -> None:
+        if step == 1 or step % 50 == 0 or step == steps:
+            with capture.global_and_fixture_disabled():
+                print(f"\ntraining the tiny model for the quality tests: step {step}/{steps}, "
+                      f"loss {loss:.3f}", end="", flush=True)
+
+    return build_trained_model(ROOT / "models" / "tiny-llama-trained", on_step=progress)
 
 
 @pytest.fixture(autouse=True)

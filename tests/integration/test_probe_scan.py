@@ -13,7 +13,7 @@ from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 
 from .conftest import TINY_RECIPE, read_jsonl, run_mopt
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 
 
 @pytest.fixture

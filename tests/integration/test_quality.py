@@ -24,7 +24,7 @@ from model_optimizer.recipe import load_recipe
 
 from .conftest import ROOT, run_mopt
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 RECIPE = ROOT / "recipes" / "tiny-trained-cpu.yaml"
 
 

@@ -18,7 +18,7 @@ from model_optimizer.quantize.run import quant_python
 
 from .conftest import TINY_RECIPE, run_mopt
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 
 
 def require_quant_env() -> None:

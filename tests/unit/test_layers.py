@@ -148,3 +148,29 @@ def test_no_module_imports_another_module_s_private_names():
                              for alias in node.names if alias.name.startswith("_")
                              and not alias.name.startswith("__")]
     assert not problems, "\n".join(problems)
+
+
+def mutual_imports(sources: dict[str, str]) -> list[str]:
+    """Pairs of modules (not packages' ``__init__``) that import each other, at any level
+    of the file (TYPE_CHECKING and function-level imports too): a circle, however hidden."""
+    graph = {module: {target for _, target in imports_of(text, module)}
+             for module, text in sources.items()}
+    return sorted(f"{a} <-> {b}" for a in graph for b in graph[a]
+                  if a < b and b in graph and a in graph[b])
+
+
+def test_no_two_modules_import_each_other():
+    sources = {module_name(path): path.read_text(encoding="utf-8")
+               for path in sorted(PACKAGE.rglob("*.py")) if not is_package(path)}
+    circles = mutual_imports(sources)
+    assert not circles, "modules that import each other (give the lower one a small " \
+        "interface instead, as tune/scan.py's ScanHost):\n" + "\n".join(circles)
+
+
+def test_the_circle_check_sees_a_type_checking_import():
+    loop = "from model_optimizer.tune.scan import TrialScanner\n"
+    scan = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from model_optimizer.tune.loop import TuneRunner\n")
+    assert mutual_imports({"model_optimizer.tune.loop": loop,
+                           "model_optimizer.tune.scan": scan}) == [
+        "model_optimizer.tune.loop <-> model_optimizer.tune.scan"]

@@ -65,7 +65,10 @@ def test_a_deleted_file_is_passed_over_for_the_next_most_recent(tmp_path, recipe
     assert "no longer there" in current.announce()
     a.unlink()
     assert current_recipe(runs, cwd=tmp_path) is None
-    with pytest.raises(NoCurrentRecipe, match="mopt sweep recipes/tiny-cpu.yaml"):
+    with pytest.raises(NoCurrentRecipe, match="mopt init MODEL_FOLDER"):  # no recipe here
+        require_current(runs, "sweep", cwd=tmp_path)
+    (tmp_path / "mine.yaml").write_text("recipe_version: 1\nname: mine\n")
+    with pytest.raises(NoCurrentRecipe, match="e.g. `mopt sweep mine.yaml`"):  # one here
         require_current(runs, "sweep", cwd=tmp_path)
 
 
@@ -125,12 +128,27 @@ def test_commands_without_a_recipe_use_the_current_one(tmp_path, recipes, monkey
 def test_commands_without_a_recipe_or_runs_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for command in (["apply"], ["sweep", "--param", "max_num_seqs", "--start", "8"],
-                    ["tune"], ["show"], ["plan"], ["validate"]):
+                    ["tune"], ["capacity"], ["show"], ["plan"], ["validate"]):
         result = runner.invoke(app, [*command, "--runs-dir", str(tmp_path / "runs")]
-                               if command[0] in ("apply", "sweep", "tune") else command)
+                               if command[0] in ("apply", "sweep", "tune", "capacity")
+                               else command)
         assert result.exit_code == 2, (command, result.output)
         assert "no current recipe" in result.output
         assert not (tmp_path / "runs").exists()
+
+
+def test_capacity_uses_the_current_recipe_and_its_preflight(tmp_path, recipes, monkeypatch):
+    a, _ = recipes
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in runs.iterdir())
+    # a GPU recipe on this CPU machine: the preflight refuses it before anything starts
+    result = runner.invoke(app, ["capacity", "--runs-dir", str(runs), "--set",
+                                 "hardware.accelerator=H200"])
+    assert result.exit_code == 2, result.output
+    assert "using a.yaml" in result.output and "hardware.accelerator" in result.output
+    assert sorted(p.name for p in runs.iterdir()) == before  # nothing launched or archived
 
 
 def test_a_quantize_archive_counts_as_using_its_recipe(tmp_path, recipes):

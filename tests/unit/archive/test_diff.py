@@ -21,12 +21,19 @@ def row(result, metric):
 
 
 def test_flatten_and_field_changes():
-    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": {}}) == {"a.b": 1, "a.c.d": [1, 2],
-                                                                    "e": {}}
+    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": {}}) == {"a.b": 1, "a.c.d": [1, 2]}
     changes = field_changes({"revision": 1, "engine": {"x": 1}, "sweep": {"max": 2}},
                             {"revision": 2, "engine": {"x": 2}, "sweep": {"max": 4}})
     assert [(c.path, c.counted) for c in changes] == [("engine.x", True), ("revision", False),
                                                       ("sweep.max", False)]
+
+
+def test_an_env_filled_from_empty_counts_once():
+    changes = field_changes({"engine": {"env": {}, "max_num_seqs": 4}},
+                            {"engine": {"env": {"VLLM_CPU_KVCACHE_SPACE": "2"},
+                                        "max_num_seqs": 4}})
+    assert [(c.path, c.a, c.b) for c in changes] == [
+        ("engine.env.VLLM_CPU_KVCACHE_SPACE", None, "2")]
 
 
 def test_two_runs_of_the_same_recipe_show_no_significant_change(tmp_path, recipe):

@@ -39,8 +39,13 @@ validated:
 def test_status_without_runs_suggests_a_first_apply(tmp_path):
     report = gather(tmp_path / "runs", cwd=tmp_path, probe=CPU_ONLY)
     assert report.current is None and report.recent == []
-    assert report.next[0]["command"] == "mopt apply recipes/tiny-cpu.yaml"
+    assert report.next[0]["command"] == "mopt init MODEL_FOLDER"  # no recipe file here
     assert "current recipe: none" in "\n".join(status_lines(report))
+    (tmp_path / "notes.yaml").write_text("a: 1\n")  # YAML, but no recipe
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "mine.yaml").write_text("recipe_version: 1\nname: mine\n")
+    report = gather(tmp_path / "runs", cwd=tmp_path, probe=CPU_ONLY)
+    assert report.next[0]["command"] == "mopt apply recipes/mine.yaml"  # one that exists
 
 
 def test_unvalidated_recipe_suggests_a_sweep(tmp_path):

@@ -117,10 +117,10 @@ def test_url_without_a_recipe_takes_defaults_and_sets(tmp_path):
     assert {r["prompt_tokens"] for r in requests} == {12}
 
 
-def test_neither_a_recipe_nor_a_url_is_a_usage_error(tmp_path):
+def test_neither_a_recipe_nor_a_url_nor_a_current_recipe_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["capacity", "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2
-    assert "needs a RECIPE to launch, or --url" in result.output
+    assert "no RECIPE given and there is no current recipe" in result.output
     assert not (tmp_path / "runs").exists()
 
 

@@ -47,6 +47,22 @@ def _write(tmp_path, model_dir, hw, work=None, name=None) -> Path:
     return target
 
 
+def test_schema_line_points_into_a_checkout_never_into_an_install(tmp_path, monkeypatch):
+    import model_optimizer.onboard.init as init
+
+    recipe = _write(tmp_path, _model(tmp_path, TINY), CPU)
+    first = recipe.read_text().splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=")
+    assert (recipe.parent / first.split("$schema=", 1)[1]).resolve().is_file()
+    installed = tmp_path / "venv" / "site-packages" / "model_optimizer" / "_schemas"
+    monkeypatch.setattr(init, "schemas_dir", lambda: installed)
+    target = tmp_path / "recipes" / "installed.yaml"
+    text = build_init_recipe(_model(tmp_path, TINY, "other"), target, CPU,
+                             WorkloadChoice()).text
+    assert "$schema" not in text and "site-packages" not in text
+    assert text.startswith("# Written by `mopt init`")
+
+
 def test_tiny_cpu_recipe_validates_and_plans(tmp_path):
     recipe = _write(tmp_path, _model(tmp_path, TINY), CPU,
                     WorkloadChoice(prompt_tokens=64, output_tokens=32))
@@ -180,6 +196,21 @@ def test_cli_prompt_file_sets_the_prompt_length(tmp_path):
                                  "--prompts", str(prompts), "--json"])
     assert result.exit_code == 0, result.output
     assert load_recipe(out).resolved["workload"]["prompt_tokens"] == 20
+
+
+def test_cli_prompt_file_without_a_tokenizer_says_it_counted_words(tmp_path):
+    model_dir = _model(tmp_path, TINY)  # config.json only: no tokenizer.json
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": " ".join(["w"] * n)}) + "\n"
+                               for n in (10, 20, 30)))
+    out = tmp_path / "r.yaml"
+    result = runner.invoke(app, ["init", str(model_dir), "-o", str(out), "--accelerator", "cpu",
+                                 "--prompts", str(prompts), "--json"])
+    assert result.exit_code == 0, result.output
+    [warning] = json.loads(result.stdout)["warnings"]
+    assert "no tokenizer.json" in warning and "words, not tokens" in warning
+    assert "warning:" in result.stderr and "no tokenizer.json" in result.stderr
+    assert "longest 30 words" in out.read_text()
 
 
 def test_cli_bad_folder_and_accelerator_exit_2(tmp_path):

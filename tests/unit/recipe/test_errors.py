@@ -65,6 +65,13 @@ def test_version_problems_have_their_own_message(write_recipe, text, needle):
     assert diag.line is not None
 
 
+def test_a_future_version_names_no_package_of_the_registry(write_recipe):
+    """``model-optimizer`` on PyPI is another project: the hint must not send users there."""
+    [diag] = errors_of(write_recipe("recipe_version: 7\nname: x\nmodel: {path: m}\n"))
+    assert "pip install" not in diag.hint and "model-optimizer" not in diag.hint
+    assert "git pull" in diag.hint
+
+
 def test_cross_field_rules(write_recipe):
     text = (VALID.replace("max_num_batched_tokens: 512", "max_num_batched_tokens: 4")
             .replace("max_model_len: 1024", "max_model_len: 100")

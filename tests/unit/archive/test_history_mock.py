@@ -1,12 +1,13 @@
-"""Run history on the real vLLM CPU server: rollback round trip (with and without --apply),
-diff verdicts, and two `mopt apply` processes writing into one runs/ at once.
+"""Run history end to end on the command line, served by the mock engine
+(``tests/unit/mock_mopt.py``: real servers, HTTP and archives, no vLLM; the commands run in
+this process but the two concurrent applies, which are two processes): rollback round trip
+(with and without --apply), diff verdicts, and two `mopt apply` processes writing into one
+runs/ at once.
 
-vLLM launches are the cost here (~30 s each on 2 cores), so one module-scoped history is
-shared: runs A and B of one configuration back to back (max_num_seqs=4: the same-recipe
-comparison), a two-step sweep (max_num_seqs 1 and 4: its steps are the 4x comparison, two
-runs back to back in the middle of the module, away from the first run after the previous
-module's servers, which this VM sometimes slows for seconds), a rollback to A and
-`rollback --apply`. Seven launches with the concurrent pair.
+One module-scoped history is shared: runs A and B of one configuration back to back
+(max_num_seqs=4: the same-recipe comparison), a two-step sweep (max_num_seqs 1 and 4: its
+steps are the 4x comparison), a rollback to A and `rollback --apply`. Nothing here depends
+on vLLM: every launch goes through the same runner as vLLM's (tests/integration/test_apply.py).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import yaml
 from model_optimizer.archive import index
 from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.recipe import load_recipe
+from tests.unit.mock_mopt import MOCK_MOPT, ROOT, mock_env
+from tests.unit.mock_mopt import invoke_mock_mopt as run_mopt
 
-from .conftest import MOPT, ROOT, TINY_RECIPE, run_mopt
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-WORKLOAD = ["--set", "workload.num_requests=160", "--set", "workload.concurrency=4"]
+TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
+WORKLOAD = ["--set", "workload.num_requests=48", "--set", "workload.duration_s=null",
+            "--set", "workload.output_tokens=8", "--set", "workload.concurrency=4"]
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
 SWEEP = ["--set", "sweep.start=1", "--set", "sweep.growth=4", "--set", "sweep.max=4",
          "--set", "sweep.resolution=4", "--set", "sweep.confirm_duration_s=0",
@@ -92,11 +93,11 @@ def bookkeeping_free(resolved: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def history(tiny_model, tmp_path_factory) -> SimpleNamespace:
+def history(tiny_model_dir, tmp_path_factory) -> SimpleNamespace:
     """Run A of a scratch recipe, then a sweep that writes revision 2 of it."""
     base = tmp_path_factory.mktemp("history")
     recipe = base / "tiny-cpu.yaml"
-    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model_dir)))
     original = recipe.read_text()
     runs = base / "runs"
     with ForeignLoad() as load:
@@ -180,6 +181,16 @@ def test_rollback_apply_reverifies(reapplied):
     assert json.loads((rerun / "run.json").read_text())["recipe_revision"] == 4
 
 
+def test_rollback_apply_that_does_not_reproduce_exits_4_not_1(history):
+    """Exit 1 is `plan`'s "does not fit"; figures that differ are a missed target (4)."""
+    copy = history.recipe.parent / "copy.yaml"
+    copy.write_text(history.recipe.read_text())
+    result = run_mopt("rollback", str(history.second), "--recipe", str(copy), "--runs-dir",
+                      str(history.runs), "--apply", "--tolerance", "0.000001", "--json")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert json.loads(result.stdout)["verification"]["passed"] is False
+
+
 def test_diff_same_recipe_shows_no_significant_change(history):
     data = json.loads(ok(run_mopt("diff", str(history.first), str(history.second),
                                   "--runs-dir", str(history.runs), "--json")).stdout)
@@ -221,13 +232,14 @@ def test_diff_warns_when_two_fields_changed(history):
     assert "cannot say which one mattered" in result.stdout
 
 
-def test_two_applies_at_once_into_one_runs_dir(tiny_model, tmp_path):
+def test_two_applies_at_once_into_one_runs_dir(tiny_model_dir, tmp_path):
     recipe = tmp_path / "tiny-cpu.yaml"
-    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model_dir)))
     runs = tmp_path / "runs"
-    args = [*MOPT, "apply", str(recipe), "--runs-dir", str(runs), "--json",
-            "--set", "workload.num_requests=20", "--set", "workload.concurrency=2"]
-    env = {**os.environ, "COLUMNS": "120"}
+    args = [*MOCK_MOPT, "apply", str(recipe), "--runs-dir", str(runs), "--json",
+            "--set", "workload.num_requests=20", "--set", "workload.duration_s=null",
+            "--set", "workload.concurrency=2"]
+    env = mock_env()
     procs = [subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     try:

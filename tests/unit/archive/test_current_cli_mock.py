@@ -1,4 +1,5 @@
-"""The design card's workflow on the real vLLM CPU server: `mopt apply FILE`, then
+"""The design card's workflow on the command line, served by the mock engine (the current
+recipe and the preflight are mopt's own, not vLLM's): `mopt apply FILE`, then
 `mopt sweep --param max_num_seqs --start 8` with no recipe sweeps FILE and writes its next
 revision, and `mopt status` shows that revision with its figures."""
 
@@ -11,18 +12,19 @@ from pathlib import Path
 import pytest
 
 from model_optimizer.recipe import load_recipe
+from tests.unit.mock_mopt import ROOT
+from tests.unit.mock_mopt import invoke_mock_mopt as run_mopt
 
-from .conftest import TINY_RECIPE, run_mopt
-
-pytestmark = pytest.mark.integration
-
-SHORT = ["--set", "workload.num_requests=48", "--set", "workload.warmup_requests=2"]
+TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
+SHORT = ["--set", "workload.num_requests=48", "--set", "workload.warmup_requests=2",
+         "--set", "workload.duration_s=null", "--set", "workload.output_tokens=8"]
 
 
 @pytest.fixture
-def recipe_copy(tmp_path, tiny_model) -> Path:
+def recipe_copy(tmp_path, tiny_model_dir) -> Path:
     path = tmp_path / "my-tiny.yaml"
-    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama",
+                                                    str(tiny_model_dir)))
     return path
 
 
@@ -43,7 +45,7 @@ def test_apply_then_sweep_without_a_recipe_then_status(recipe_copy, tmp_path):
 
     swept = run_mopt("sweep", "--param", "max_num_seqs", "--start", "8", "--max", "8",
                      "--runs-dir", runs, "--set", "sweep.max_launches=1",
-                     "--set", "sweep.confirm_duration_s=0", *SHORT, timeout=900)
+                     "--set", "sweep.confirm_duration_s=0", *SHORT)
     assert swept.returncode == 0, swept.stdout + swept.stderr
     assert f"using {recipe_copy} (revision 1, last used" in swept.stdout
     assert "by apply)" in swept.stdout
