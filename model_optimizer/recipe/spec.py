@@ -190,6 +190,7 @@ class SweepSpec(_Spec):
     values: tuple[Scalar, ...] | None = None
     plateau_threshold: Number = 0.05
     resolution: Number = 1
+    relative_resolution: Number | None = None
     repeats: int = 1
     max_launches: int | None = 12
     max_minutes: Number | None = None
