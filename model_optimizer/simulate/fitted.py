@@ -1,0 +1,44 @@
+"""The fitted-knee strategy on the simulated bench (``probe-fit``).
+
+One scan server at the ceiling (halved and relaunched while a launch fails, as an OOM
+ceiling does), the levels of :func:`model_optimizer.sweep.fitscan.next_step`, the knee from
+the fit over every window, then one sustained launch to confirm it (falling back down the
+fine grid when it fails). Categorical knobs are relaunched as the sweep does.
+"""
+
+from __future__ import annotations
+
+from model_optimizer.simulate.bench import Bench
+from model_optimizer.sweep.fitscan import next_step
+from model_optimizer.sweep.model import relative_grid
+
+THRESHOLD, CONFIRM_S, MAX_SERVER_LAUNCHES = 0.05, 60.0, 3
+
+
+def run_fitted(bench: Bench, seed: int):
+    """One search; returns :class:`model_optimizer.simulate.drive.Outcome`."""
+    from model_optimizer.simulate.drive import Outcome, run_search
+    curve = bench.curve
+    if curve.categorical:
+        return run_search(curve, bench.noise, seed, "relaunch")
+    ceiling, server = curve.high, None
+    for _ in range(MAX_SERVER_LAUNCHES - 1):
+        server = bench.launch(ceiling)
+        if server.started:
+            break
+        ceiling = max(curve.low, ceiling // 2)
+    if server is None or not server.started:
+        return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
+    minutes = (bench.noise.window_s + 5.0) / 60.0
+    history = []
+    while (step := next_step(history, curve.low, ceiling, THRESHOLD,
+                             window_minutes=minutes, seed=seed)).value is not None:
+        history.append(server.window(step.value, step.phase))
+    knee = step.knee
+    if knee is None:
+        return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
+    for value in reversed([v for v in relative_grid(curve.low, knee.value)][-3:]):
+        if bench.confirm(value, CONFIRM_S):
+            return Outcome(value, True, not knee.resolved, bench.launches, bench.windows,
+                           bench.clock)
+    return Outcome(None, False, not knee.resolved, bench.launches, bench.windows, bench.clock)
