@@ -58,6 +58,7 @@ class Knee:
     drift_per_10min: float           # fitted relative drift of the server
     windows: int
     more_windows: int = 0            # what the band suggests would resolve it (0: resolved)
+    fitted: float = 0.0              # fitted throughput at the knee (drift removed)
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -162,12 +163,15 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
     shares = numpy.sort(shares[:, position])
     share_low = float(shares[0])
     resolved = share_low >= 1 - RESOLVED * threshold
-    params = fit_params(windows, drift)[0]
+    params = fit_params(windows, drift)
+    fitted = float(1.0 / max(float(usl_inverse(params[0], numpy.array([grid[position]]))[0]),
+                             1e-12))
+    params = params[0]
     return Knee(int(grid[position]), (int(numpy.quantile(knees, 0.05, method="lower")),
                                       int(numpy.quantile(knees, 0.95, method="higher"))),
                 float(share[0, position]), share_low, resolved, float(params[3]) * 10.0,
                 len(windows), 0 if resolved else _more_windows(len(windows), share_low,
-                                                               threshold))
+                                                               threshold), fitted)
 
 
 

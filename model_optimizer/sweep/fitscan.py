@@ -130,3 +130,21 @@ def _band_levels(usable: list[int], knee: Knee) -> list[int]:
     above = [v for v in usable if v > high][:1]
     inside = [v for v in usable if low <= v <= high]
     return sorted(set(below + inside + above + usable[-1:]))
+
+
+def fitted_choice(knee: dict, history: Sequence[Point]) -> tuple[Point, str]:
+    """The sweep's chosen point for a fitted knee (its windows if measured, else the fitted
+    throughput) and the sentence with the verdict."""
+    samples = [s for p in history if p.value == knee["value"] and p.acceptable
+               for s in p.metric_samples] or [knee["fitted"]]
+    verdict = Knee(**{**knee, "band": tuple(knee["band"])}).verdict()
+    return Point(knee["value"], "fit", "ok", samples, slo_met=True), \
+        f"max_num_seqs={knee['value']}: {verdict}"
+
+
+def knee_record(knee: dict | None) -> dict | None:
+    """What the written revision records of the knee: resolved, the band, the share."""
+    if knee is None:
+        return None
+    return {"resolved": knee["resolved"], "value": knee["value"], "band": list(knee["band"]),
+            "share_low": round(knee["share_low"], 4), "windows": knee["windows"]}
