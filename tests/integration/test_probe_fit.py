@@ -26,7 +26,7 @@ def recipe_copy(tmp_path, tiny_model) -> Path:
 def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp_path):
     runs = tmp_path / "runs"
     result = run_mopt(
-        "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--max", "8",
+        "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--max", "4",
         "--strategy", "probe-fit", "--runs-dir", str(runs), "--json",
         "--set", "workload.duration_s=3", "--set", "sweep.confirm_duration_s=3",
         "--set", "sweep.remeasure_rounds=0", timeout=900)
@@ -36,11 +36,11 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
     state = json.loads((folder / "state.json").read_text())
     assert summary["strategy"] == "probe-fit" and summary["launches"] == 2
     phases = [(p["phase"], p["value"]) for p in state["history"]]
-    levels = coarse_levels(1, 8)
+    levels = coarse_levels(1, 4)
     assert [v for phase, v in phases if phase == PHASE_UP] == levels
     assert [v for phase, v in phases if phase == PHASE_DOWN] == levels[::-1]
     knee = yaml.safe_load(recipe_copy.read_text())["validated"]["knee"]
-    assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 8
+    assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 4
     assert knee["band"][0] <= knee["band"][1] and knee["windows"] >= 2 * len(levels) - 1
     assert yaml.safe_load(recipe_copy.read_text())["engine"]["max_num_seqs"] == knee["value"]
     report = (folder / "report.md").read_text()
