@@ -46,8 +46,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("search",),
     # the strategies
     ("sweep", "tune"),
-    # pipelines built of strategies: quantize candidates, then a sweep on the survivor
-    ("optimize",),
+    # pipelines built of strategies: quantize candidates, then a sweep on the survivor; the
+    # search simulator (the real strategies against known curves, no engine)
+    ("optimize", "simulate"),
     # the command line
     ("cli",),
     ("__main__",),

@@ -41,7 +41,7 @@ class SweepProgress(SearchProgress):
         return {"step": self._on_step, "step_done": self._on_step_done,
                 "skipped": self._on_skipped, "confirm": self._on_confirm,
                 "confirmed": self._on_confirmed, "probe_server": self._on_probe_server,
-                "probe_failed": self._on_probe_failed}
+                "probe_failed": self._on_probe_failed, "knee": self._on_knee}
 
     def _on_step(self, data: dict) -> None:
         self._log(f"step {data['index']}: {data['value']} ({data['reason']})")
@@ -62,6 +62,9 @@ class SweepProgress(SearchProgress):
 
     def _on_skipped(self, data: dict) -> None:
         self._log(f"  skipped {data['value']} without a launch: {data['reason']}")
+
+    def _on_knee(self, data: dict) -> None:
+        self._log(f"fitted knee: {data['verdict']}")
 
     def _on_confirm(self, data: dict) -> None:
         self._log(f"confirming {data['value']} with a {data['duration_s']:.0f} s sustained run")
@@ -93,8 +96,13 @@ def sweep(
     strategy: Annotated[str | None, typer.Option(
         help="probe-scan: launch once at the ceiling and scan the concurrency on that server, "
              "then launch once to confirm (max_num_seqs with workload.concurrency null and a "
-             "closed loop only); relaunch: one launch per value; auto (the default, "
-             "sweep.strategy): probe-scan where valid.")] = None,
+             "closed loop only); probe-fit: the same server scanned up and down, the knee "
+             "from a curve fitted over every window, with its band and a resolved verdict; "
+             "relaunch: one launch per value; auto (the default, sweep.strategy): "
+             "probe-scan where valid.")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="probe-fit: write nothing when the knee is not resolved at this "
+                         "noise (exit 4).")] = False,
     output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
                                                 "over RECIPE.")] = None,
     model_config: Annotated[Path | None, typer.Option(
@@ -128,7 +136,8 @@ def sweep(
     terminate_as_interrupt()
     progress = SweepProgress(progress_console(as_json))
     flags = {"param": param, "start": start, "growth": growth, "step": step,
-             "max": max_value, "values": _values(values), "strategy": strategy}
+             "max": max_value, "values": _values(values), "strategy": strategy,
+             "strict": strict}
     run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
                             model_config, flags, force, no_quality_gate),
                progress, "sweep", "report.md, summary.csv, plot.png", as_json)

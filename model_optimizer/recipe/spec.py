@@ -191,12 +191,13 @@ class SweepSpec(_Spec):
     values: tuple[Scalar, ...] | None = None
     plateau_threshold: Number = 0.05
     resolution: Number = 1
+    relative_resolution: Number | None = None
     repeats: int = 1
     max_launches: int | None = 12
     max_minutes: Number | None = None
     confirm_duration_s: Number = 60
     objective_class: str | None = None
-    strategy: Literal["auto", "probe-scan", "relaunch"] = "auto"
+    strategy: Literal["auto", "probe-scan", "probe-fit", "relaunch"] = "auto"
     remeasure_rounds: int = 2
 
 
@@ -325,6 +326,7 @@ class ValidatedSpec(_Spec):
     vllm_version: str | None = None
     hardware: str | None = None
     quality: dict[str, Any] | None = None
+    knee: dict[str, Any] | None = None
 
 
 class RecipeSpec(_Spec):

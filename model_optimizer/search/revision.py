@@ -30,10 +30,12 @@ def default_model_config(loaded: LoadedRecipe, explicit: Path | None) -> str | N
 
 def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes: dict,
                              figures: dict, *, by: str, output: Path,
-                             hardware: str | None = None, quality: dict | None = None) -> Path:
+                             hardware: str | None = None, quality: dict | None = None,
+                             knee: dict | None = None) -> Path:
     """Write ``loaded`` with ``changes`` as its next revision to ``output``, validated by the
     search archived in ``archive`` (which keeps the previous and the written text).
-    ``quality``: the quality gate's verdict on the configuration (``GateResult.to_dict()``)."""
+    ``quality``: the quality gate's verdict on the configuration (``GateResult.to_dict()``);
+    ``knee``: a fitted knee's verdict (resolved, value, band, share_low, windows)."""
     validated = {
         "at": utc_now(), "run_id": archive.id, "by": by,
         "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
@@ -46,6 +48,8 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
             f"{NOT_GATED}: {', '.join(ungated)} changed without a quality gate "
             "(--no-quality-gate); its answers were never compared with the baseline's"]}
     changes = {**changes, **pin_changes(loaded, changes, output)}
+    if knee is not None:
+        validated["knee"] = knee
     archive.write_text(PREVIOUS_RECIPE, loaded.source_text)
     text = write_revision(loaded, changes, validated, output)
     archive.write_text(WRITTEN_RECIPE, text)

@@ -33,8 +33,11 @@ from model_optimizer.search.session import (
     read_search_archive,
 )
 from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
+from model_optimizer.sweep.fit import Knee
+from model_optimizer.sweep.fitscan import fitted_choice, knee_record, next_step
+from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
-from model_optimizer.sweep.probe import ProbeServer, resolve_strategy, scan_ceiling
+from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -64,6 +67,8 @@ class SweepState(SearchState):
     strategy_reason: str = ""
     server_launches: int = 0            # probe-scan: launches of the scan server
     scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
+    knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
+    strict: bool = False                # refuse to write a knee that is not resolved
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -145,11 +150,23 @@ class SweepRunner:
         return self.session.run(self._search_and_choose, self._finish, self._interrupted)
 
     def _search_and_choose(self) -> SweepOutcome:
-        if self.state.strategy == "probe-scan" and not self.injected:
+        if self.state.strategy in SCANNING and not self.injected:
             self._probe_scan()
         else:
             self._search()
             self._remeasure()
+        if self.state.strategy == "probe-fit" and self.state.knee is not None:
+            return self._fitted_outcome()
+        return self._choose_and_confirm()
+
+    def _fitted_outcome(self) -> SweepOutcome:
+        """The fitted knee, confirmed; ``--strict`` refuses a knee that is not resolved."""
+        knee = Knee(**{**self.state.knee, "band": tuple(self.state.knee["band"])})
+        self.emit("knee", {"verdict": knee.verdict(), "resolved": knee.resolved})
+        if not knee.resolved and self.state.strict:
+            archive = self.session.archive
+            return SweepOutcome(failed_status("not_resolved"), archive.path, archive.id,
+                                None, f"{knee.verdict()}; --strict: nothing written")
         return self._choose_and_confirm()
 
     def _probe_scan(self) -> None:
@@ -183,7 +200,7 @@ class SweepRunner:
     def _remeasure(self) -> None:
         """Measure the top candidates again, interleaved (A B A B), before choosing."""
         config = self.state.config
-        if config.categorical:
+        if config.categorical or self.state.strategy == "probe-fit":
             return
         rounds = self.settings.remeasure_rounds
         while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
@@ -218,6 +235,8 @@ class SweepRunner:
     def _search(self) -> None:
         if any(point.phase == PHASE_REMEASURE for point in self.state.history):
             return  # resumed after the search had finished
+        if self.state.strategy == "probe-fit":
+            return self._fit_search()
         while True:
             decision = next_value(self.state.config, self.state.history)
             out_of_time = self.session.out_of_time(self.settings.max_minutes)
@@ -232,6 +251,24 @@ class SweepRunner:
             self.emit("step", {"index": len(self.state.history) + 1, "value": decision.value,
                                "phase": decision.phase, "reason": decision.reason})
             self._measure_step(decision.value, decision.phase)
+
+    def _fit_search(self) -> None:
+        """The fitted-knee scan (``sweep/fitscan.py``) until the knee is found."""
+        config, minutes = self.state.config, (self.loaded.spec.workload.duration_s or 20) / 60
+        while (step := next_step(self.state.history, int(round_value(config, config.start)),
+                                 int(config.max), config.plateau_threshold,
+                                 rounds=self.settings.remeasure_rounds + 1,
+                                 window_minutes=minutes)).value is not None:
+            if self.session.out_of_time(self.settings.max_minutes):
+                break
+            reason = f"{step.phase} level {step.value} (every window feeds the fitted curve)"
+            self._record_decision(step.value, step.phase, reason, None)
+            self.emit("step", {"index": len(self.state.history) + 1, "value": step.value,
+                               "phase": step.phase, "reason": reason})
+            self._measure_step(step.value, step.phase)
+        self.state.knee = step.knee.to_dict() if step.value is None and step.knee else None
+        self._record_decision(None, None, step.knee.verdict() if step.knee else
+                              "too few acceptable windows to fit a curve", None)
 
     def _measure_step(self, value, phase: str) -> None:
         if self.probe is not None:  # a level on the live scan server
@@ -266,7 +303,8 @@ class SweepRunner:
     def _choose_and_confirm(self) -> SweepOutcome:
         cfg, history = self.state.config, self.state.history
         archive = self.session.archive
-        chosen, reason = choose(cfg, history)
+        chosen, reason = fitted_choice(self.state.knee, history) if self.state.knee \
+            else choose(cfg, history)
         if self._quality_failures():
             reason = f"{reason}; {self._quality_failures()}"
         rejected: set = {c["value"] for c in self.state.confirmations if not c["ok"]}
@@ -324,7 +362,8 @@ class SweepRunner:
         return write_validated_revision(
             self.session.archive, self.loaded, {("engine", self.state.config.param):
                                                 chosen.value},
-            figures, by=KIND, output=Path(self.state.output), quality=quality)
+            figures, by=KIND, output=Path(self.state.output), quality=quality,
+            knee=knee_record(self.state.knee))
 
 
 def _unique(points: list[Point]) -> list[Point]:
@@ -351,10 +390,11 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
     and confirmation servers, vLLM by default, the mock server in tests)."""
     recipe = loaded.resolved
     requested = flags.pop("strategy", None) or loaded.spec.sweep.strategy
+    strict = bool(flags.pop("strict", False))
     config = build_config(recipe, **flags)
     strategy, why = resolve_strategy(requested, recipe, config)
     model_config_path = default_model_config(loaded, model_config)
-    if strategy == "probe-scan":
+    if strategy in SCANNING:
         config.max = scan_ceiling(loaded, config, load_model_config(model_config_path)
                                   if model_config_path else None)
     has_slo = loaded.spec.slo.sets_any()
@@ -363,7 +403,7 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=_objective(loaded.spec, has_slo),
         output=str(output or loaded.path), model_config=model_config_path,
-        strategy=strategy, strategy_reason=why)
+        strategy=strategy, strategy_reason=why, strict=strict)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
     return SweepRunner(session, measure, engine_factory).run()

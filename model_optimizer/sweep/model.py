@@ -35,6 +35,9 @@ STOP_RULES = (
 )
 
 #: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
+#: max_num_seqs is searched to 1/8 of its value: never 120 against 121
+RELATIVE_RESOLUTION = 0.125
+
 LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class",
                        "remeasure_rounds", "strategy"})
 
@@ -61,11 +64,21 @@ class SweepConfig:
     integer: bool = True
     multiple_of: int | None = None
     max_launches: int | None = None
+    #: bisection stops when ``high - low <= relative_resolution * high`` too; None: the
+    #: default of the knob (:data:`RELATIVE_RESOLUTION` for max_num_seqs, else 0)
+    relative_resolution: float | None = None
 
     def __post_init__(self) -> None:
         problems = _config_problems(self)
         if problems:
             raise SweepConfigError(f"sweep of {self.param}: " + "; ".join(problems))
+
+    @property
+    def gap(self) -> float:
+        """The relative bracket gap below which bisection stops (see ``relative_resolution``)."""
+        if self.relative_resolution is not None:
+            return self.relative_resolution
+        return RELATIVE_RESOLUTION if self.param == "max_num_seqs" else 0.0
 
     @property
     def categorical(self) -> bool:
@@ -114,6 +127,8 @@ def _config_problems(config: SweepConfig) -> list[str]:
         problems.append("multiple_of must be >= 1")
     if config.resolution <= 0:
         problems.append("resolution must be > 0")
+    if config.relative_resolution is not None and not 0 <= config.relative_resolution < 1:
+        problems.append("relative_resolution must be within [0, 1)")
     if not 0 <= config.plateau_threshold <= 1:
         problems.append("plateau_threshold must be within [0, 1]")
     if config.max_launches is not None and config.max_launches < 1:
@@ -281,3 +296,15 @@ def grow_sequence(config: SweepConfig, *, limit: int = 64) -> list[float]:
             break
         sequence.append(following)
     return sequence
+
+
+def relative_grid(low: int, high: int, fraction: float = RELATIVE_RESOLUTION) -> list[int]:
+    """Integers from ``low`` to ``high`` at most ``fraction`` of the value apart: every
+    integer while 1 is that fine, then powers of two with ``1/fraction`` steps between
+    (fraction 1/8: ..., 8, 9, ..., 16, 18, ..., 32, 36, ..., 64, 72, ...), and ``high``."""
+    values, value = [], max(1, int(low))
+    while value < high:
+        values.append(value)
+        power = 2 ** max(0, math.floor(math.log2(value)))
+        value += max(1, int(power * fraction))
+    return values + [int(high)]

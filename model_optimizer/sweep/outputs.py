@@ -138,7 +138,7 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
              "(median over repeats)",
              f"- strategy: **{state.strategy}** ({state.strategy_reason})",
              f"- launches: {summary['launches']}"]
-    if state.strategy == "probe-scan":
+    if state.strategy in ("probe-scan", "probe-fit"):
         lines.append(f"- one server launched at max_num_seqs={state.config.max:g}; each value "
                      "below is a steady-state window at that concurrency on it (its own "
                      "archive under steps/), then one launch at the chosen value confirms it")
@@ -159,6 +159,14 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
     noise = noise_sentence(summary["noise"], state.config.plateau_threshold)
     lines += ["", f"**Measured noise**: {noise}",
               "", f"**Choice**: {summary['chosen_reason']}"]
+    if state.knee is not None:
+        knee = state.knee
+        lines.append(f"- fitted knee {knee['value']}, band {knee['band'][0]}..{knee['band'][1]}"
+                     f", the chosen value at least {knee['share_low']:.0%} of the fitted best "
+                     f"over {knee['windows']} windows: **"
+                     f"{'resolved' if knee['resolved'] else 'not resolved at this noise'}**"
+                     + ("" if knee["resolved"] else f" (about {knee['more_windows']} more "
+                        "windows near the knee would resolve it; `--strict` writes nothing)"))
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
             confirmation.get("problems") or [])

@@ -34,8 +34,10 @@ from model_optimizer.recipe.render import Recipe
 from model_optimizer.search.scan import KV_FULL, ScanServer, closed_loop_problems, level_failure
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
-STRATEGIES = ("auto", "probe-scan", "relaunch")
-__all__ = ["KV_FULL", "STRATEGIES", "ProbeServer", "level_point", "probe_scan_problems",
+STRATEGIES = ("auto", "probe-scan", "probe-fit", "relaunch")
+#: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
+SCANNING = ("probe-scan", "probe-fit")
+__all__ = ["KV_FULL", "SCANNING", "STRATEGIES", "ProbeServer", "level_point", "probe_scan_problems",
            "resolve_strategy", "scan_ceiling"]
 
 
@@ -56,10 +58,13 @@ def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tup
     problems = probe_scan_problems(recipe, config)
     if requested == "relaunch":
         return "relaunch", "asked for (--strategy relaunch)"
+    if not problems and requested == "probe-fit":
+        return "probe-fit", ("one server at the ceiling scanned up and down, the knee from a "
+                             "curve fitted over every window")
     if not problems:
         return "probe-scan", "one server at the ceiling, the concurrency scanned on it"
-    if requested == "probe-scan":
-        raise UsageError("--strategy probe-scan is not valid here: " + "; ".join(problems)
+    if requested in SCANNING:
+        raise UsageError(f"--strategy {requested} is not valid here: " + "; ".join(problems)
                          + ". Use --strategy relaunch.")
     return "relaunch", "probe-scan is not valid: " + "; ".join(problems)
 

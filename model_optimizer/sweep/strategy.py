@@ -36,7 +36,8 @@ Numeric knobs are searched in two phases.
      raise ``best``, so this runs first.
    - *knee bracket* (L, K): K the smallest good value, L the largest measured value below K.
 
-   A bracket is closed when ``high - low <= resolution``, when the rounded midpoint falls on
+   A bracket is closed when ``high - low <= resolution`` or ``<= relative_resolution * high``
+   (1/8 for max_num_seqs by default: never 120 against 121), when the rounded midpoint falls on
    an end or a measured value, or when it is at or above a failed/skipped value. When both are
    closed (or absent) the search ends with the growth stop rule.
 
@@ -248,10 +249,12 @@ def _midpoint(config: SweepConfig, low: float, high: float,
               points: dict[float, Point]) -> float | None:
     """The grid midpoint of (low, high), or None when the bracket is closed.
 
-    Closed when ``high - low <= resolution``, when rounding lands on an end or a measured
-    value, or when the midpoint is at or above a failed/skipped value.
+    Closed when ``high - low <= max(resolution, gap * high)`` (``gap``: the relative
+    resolution, 1/8 for max_num_seqs by default, so never 120 against 121), when rounding
+    lands on an end or a measured value, or when the midpoint is at or above a failed or
+    skipped value.
     """
-    if high - low <= config.resolution + 1e-12:
+    if high - low <= max(config.resolution, config.gap * high) + 1e-12:
         return None
     middle = round_value(config, (low + high) / 2)
     ceiling = _lowest_unfit(points)

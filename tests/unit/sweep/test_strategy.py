@@ -128,12 +128,34 @@ def test_growth_reasons_give_the_evidence():
 def test_memory_ceiling_with_still_gaining_performance_bisects_below_the_ceiling():
     config = seqs_config()
     history, decisions = run_search(config, simulator(GAINING_TABLE, fail_from=16))
-    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 15]
+    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 13]
     assert decisions[5].reason.startswith(
         "bisect 12 between 8 (acceptable, the best so far: 23.0 req/s) and 16 "
         "(ceiling: failed: kv_cache_too_small)")
     assert decisions[-1].stop_rule == "memory"
-    assert choose(config, history)[0].value == 15
+    assert choose(config, history)[0].value == 14
+
+
+def test_max_num_seqs_is_bisected_to_an_eighth_of_its_value_not_to_one():
+    # issue 25: 14..16 is within 1/8 of 16, so 15 is never launched (13 is: 12..14 is wider
+    # than 1/8 of 14); with the relative resolution switched off the bisection goes down to
+    # one sequence, as it used to
+    history, _ = run_search(seqs_config(), simulator(GAINING_TABLE, fail_from=16))
+    assert tried(history)[5:] == [12, 14, 13]
+    exact = seqs_config(relative_resolution=0)
+    history, _ = run_search(exact, simulator(GAINING_TABLE, fail_from=16))
+    assert tried(history)[5:] == [12, 14, 15]
+
+
+def test_no_bisection_step_at_120_against_121():
+    table = {**{v: 10.0 * v for v in (1, 2, 4, 8, 16, 32, 64)}, 128: 700.0}
+    config = seqs_config(max=256)
+    history, _ = run_search(config, simulator(table, fail_from=129))
+    values = sorted(tried(history))
+    closest = min(high - low for low, high in zip(values, values[1:], strict=False)
+                  if low >= 64)
+    assert closest >= 8  # 1/8 of the values near 128, never a one-sequence step
+    assert SweepConfig(param="block_size", start=16, max=64).gap == 0
 
 
 def test_ceiling_bisection_stops_once_the_top_value_no_longer_gains():
@@ -148,7 +170,7 @@ def test_ceiling_bisection_stops_once_the_top_value_no_longer_gains():
 def test_planner_skipped_points_are_a_ceiling():
     config = seqs_config()
     history, decisions = run_search(config, simulator(GAINING_TABLE, skip_from=16))
-    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 15]
+    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 13]
     assert history[4].status == "skipped" and history[4].launches == 0
     assert "skipped by the planner" in decisions[5].reason
     assert decisions[-1].stop_rule == "memory"
@@ -159,27 +181,27 @@ def test_other_failures_are_a_ceiling_with_stop_rule_failure(kind):
     config = seqs_config()
     history, decisions = run_search(config, simulator(GAINING_TABLE, fail_from=16,
                                                       failure_kind=kind))
-    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 15]
+    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 13]
     assert decisions[-1].stop_rule == "failure"
 
 
 def test_slo_break_stops_growth_and_bisects_toward_it():
     config = seqs_config()
     history, decisions = run_search(config, simulator(GAINING_TABLE, slo_from=16))
-    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 15]
+    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 13]
     assert "SLO missed" in decisions[5].reason
     assert decisions[-1].stop_rule == "slo"
     chosen, _ = choose(config, history)
-    assert chosen.value == 15 and chosen.slo_met is True
+    assert chosen.value == 14 and chosen.slo_met is True
 
 
 def test_preemption_stops_growth():
     config = seqs_config()
     history, decisions = run_search(config, simulator(GAINING_TABLE, preempt_from=16))
-    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 15]
+    assert tried(history) == [1, 2, 4, 8, 16, 12, 14, 13]
     assert "3 preemptions" in decisions[5].reason
     assert decisions[-1].stop_rule == "preemption"
-    assert choose(config, history)[0].value == 15
+    assert choose(config, history)[0].value == 14
 
 
 def test_regression_stops_growth_and_the_knee_is_refined_below_the_peak():

@@ -1,0 +1,100 @@
+"""Drive the real sweep strategy against a simulated bench, one search per call.
+
+The steps are the sweep loop's (``sweep/loop.py``) in the same order, calling the same pure
+functions: growth and bisection by :func:`~model_optimizer.sweep.strategy.next_value`, the
+interleaved re-measurement by :func:`~model_optimizer.sweep.decide.remeasure_plan` (stopped
+by the launch budget), the choice by :func:`~model_optimizer.sweep.strategy.choose`, then a
+sustained confirmation launch per candidate (the chosen value, then
+:func:`~model_optimizer.sweep.strategy.fallback_candidates`). Only the measurement is
+simulated: a probe-scan level is a window on the one scan server, a relaunch is a server of
+its own. The report's warning is the loop's: the measured noise above the plateau threshold
+(:func:`~model_optimizer.sweep.decide.measured_noise`).
+
+``probe-fit`` is the fitted-knee strategy (:mod:`model_optimizer.simulate.fitted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from model_optimizer.simulate.bench import Bench, Noise, Outcome
+from model_optimizer.simulate.fitted import run_fitted
+from model_optimizer.simulate.truth import Curve
+from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise, remeasure_plan
+from model_optimizer.sweep.strategy import (
+    Point,
+    SweepConfig,
+    choose,
+    fallback_candidates,
+    next_value,
+)
+
+STRATEGIES = ("relaunch", "probe-scan", "probe-fit")
+CONFIRM_S = 60.0
+THRESHOLD = 0.05
+
+
+def sweep_config(curve: Curve, *, relative_resolution: float | None = 0.0,
+                 max_launches: int = 12) -> SweepConfig:
+    """The sweep a user would run on this knob (``sweep`` defaults: growth 2, 5%)."""
+    if curve.categorical:
+        return SweepConfig("kv_cache_dtype", None, values=list(curve.values),
+                           max_launches=max_launches)
+    return SweepConfig("max_num_seqs", curve.low, max=curve.high, max_launches=max_launches,
+                       plateau_threshold=THRESHOLD, relative_resolution=relative_resolution)
+
+
+def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
+               rounds: int = 2, relative_resolution: float | None = 0.0) -> Outcome:
+    """One seeded search of ``curve`` under ``noise`` by ``strategy``."""
+    bench = Bench(curve, noise, seed)
+    if strategy == "probe-fit" and not curve.categorical:
+        return run_fitted(bench, seed)
+    config = sweep_config(curve, relative_resolution=relative_resolution)
+    measure: Callable[[object, str], Point] = bench.relaunch_point
+    if strategy == "probe-scan" and not curve.categorical:
+        server = bench.launch(int(config.max))
+        if server.started:
+            measure = server.window
+    history: list[Point] = []
+    search(config, history, measure)
+    if not config.categorical:
+        remeasure(config, history, measure, rounds)
+    chosen, validated = choose_and_confirm(config, history, bench)
+    noise_seen = measured_noise(history)
+    warned = noise_seen is not None and noise_seen["cv"] > config.plateau_threshold
+    return Outcome(chosen, validated, warned, bench.launches, bench.windows, bench.clock)
+
+
+def search(config: SweepConfig, history: list[Point],
+           measure: Callable[[object, str], Point]) -> None:
+    """Growth and bisection until the strategy says it is finished (the loop's ``_search``)."""
+    while (decision := next_value(config, history)).value is not None:
+        history.append(measure(decision.value, decision.phase))
+
+
+def remeasure(config: SweepConfig, history: list[Point],
+              measure: Callable[[object, str], Point], rounds: int) -> None:
+    """The interleaved re-measurement, cut short by the launch budget (``_remeasure``)."""
+    while plan := remeasure_plan(config.plateau_threshold, history, rounds):
+        used = sum(point.launches for point in history)
+        if config.max_launches is not None and used >= config.max_launches:
+            return
+        history.append(measure(plan[0], PHASE_REMEASURE))
+
+
+def choose_and_confirm(config: SweepConfig, history: list[Point],
+                       bench: Bench) -> tuple[object | None, bool]:
+    """The choice, then a sustained launch per candidate until one passes."""
+    chosen, _ = choose(config, history)
+    if chosen is None:
+        return None, False
+    candidates = [chosen, *fallback_candidates(config, history, {chosen.value})]
+    seen = set()
+    for candidate in candidates:
+        if candidate.value in seen:
+            continue
+        seen.add(candidate.value)
+        if bench.confirm(candidate.value, CONFIRM_S):
+            return candidate.value, True
+    return None, False

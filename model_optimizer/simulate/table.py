@@ -1,0 +1,90 @@
+"""Repetitions of simulated searches, their figures and the markdown table.
+
+Per (curve, noise, strategy), over seeded repetitions: chosen / true best (p5 and median),
+the share of repetitions at or above 0.97 and 0.90 of the true best, the share at most 1.25x
+the true knee, launches, windows and simulated wall time (medians), how often the report
+said "not resolved", and how often it was **confidently wrong**: a validated choice below
+0.90 of the true best without that warning.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from model_optimizer.simulate.bench import Noise
+from model_optimizer.simulate.drive import THRESHOLD, Outcome, run_search
+from model_optimizer.simulate.truth import Curve
+
+
+@dataclass(frozen=True)
+class Row:
+    """The figures of one (curve, noise, strategy) cell."""
+
+    curve: str
+    noise: str
+    strategy: str
+    reps: int
+    ratio_p5: float
+    ratio_median: float
+    at_least_97: float
+    at_least_90: float
+    within_knee: float       # share of numeric choices at most 1.25x the true knee
+    launches: float
+    max_launches: int
+    windows: float
+    wall_min: float
+    not_resolved: float
+    confidently_wrong: float
+
+    def cells(self) -> list[str]:
+        """The markdown cells, in :data:`HEADER` order."""
+        return [self.curve, self.noise, self.strategy, f"{self.ratio_p5:.3f}",
+                f"{self.ratio_median:.3f}", _pct(self.at_least_97), _pct(self.at_least_90),
+                "-" if self.within_knee != self.within_knee else _pct(self.within_knee),
+                f"{self.launches:.0f} (max {self.max_launches})", f"{self.windows:.0f}",
+                f"{self.wall_min:.1f}", _pct(self.not_resolved),
+                _pct(self.confidently_wrong)]
+
+
+HEADER = ["curve", "noise", "strategy", "chosen/best p5", "median", ">= 0.97", ">= 0.90",
+          "<= 1.25x knee", "launches", "windows", "wall min", "not resolved",
+          "confidently wrong"]
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def simulate(curve: Curve, noise: Noise, strategy: str, reps: int, *, seed0: int = 0,
+             **options) -> Row:
+    """``reps`` seeded searches of one cell, summarised."""
+    outcomes = [run_search(curve, noise, seed0 + rep, strategy, **options)
+                for rep in range(reps)]
+    return summarise(curve, noise.name, strategy, outcomes)
+
+
+def summarise(curve: Curve, noise: str, strategy: str, outcomes: list[Outcome]) -> Row:
+    """The row of one cell from its outcomes."""
+    ratios = sorted(curve.ratio(o.chosen) if o.validated else 0.0 for o in outcomes)
+    knee = None if curve.categorical else curve.true_knee(THRESHOLD)
+    near = [o.validated and o.chosen is not None and o.chosen <= 1.25 * knee
+            for o in outcomes] if knee is not None else []
+    wrong = [o.validated and not o.warned and curve.ratio(o.chosen) < 0.90 for o in outcomes]
+    count = len(outcomes)
+    return Row(curve.name, noise, strategy, count, ratios[int(0.05 * (count - 1))],
+               statistics.median(ratios), sum(r >= 0.97 for r in ratios) / count,
+               sum(r >= 0.90 for r in ratios) / count,
+               sum(near) / count if near else float("nan"),
+               statistics.median(o.launches for o in outcomes),
+               max(o.launches for o in outcomes),
+               statistics.median(o.windows for o in outcomes),
+               statistics.median(o.wall_s for o in outcomes) / 60.0,
+               sum(o.warned for o in outcomes) / count, sum(wrong) / count)
+
+
+def markdown(rows: list[Row]) -> str:
+    """The table."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
+    return "\n".join(lines)

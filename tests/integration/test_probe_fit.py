@@ -1,0 +1,47 @@
+"""Probe-fit on the real vLLM CPU server: one scan server scanned up and down, the knee from
+the fitted curve with its verdict in the revision, one confirming launch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
+
+from .conftest import TINY_RECIPE, run_mopt
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def recipe_copy(tmp_path, tiny_model) -> Path:
+    path = tmp_path / "tiny-cpu.yaml"
+    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    return path
+
+
+def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_mopt(
+        "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--max", "4",
+        "--strategy", "probe-fit", "--runs-dir", str(runs), "--json",
+        "--set", "workload.duration_s=3", "--set", "sweep.confirm_duration_s=3",
+        "--set", "sweep.remeasure_rounds=0", timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [folder] = [p for p in runs.iterdir() if p.is_dir()]
+    summary = json.loads((folder / "summary.json").read_text())
+    state = json.loads((folder / "state.json").read_text())
+    assert summary["strategy"] == "probe-fit" and summary["launches"] == 2
+    phases = [(p["phase"], p["value"]) for p in state["history"]]
+    levels = coarse_levels(1, 4)
+    assert [v for phase, v in phases if phase == PHASE_UP] == levels
+    assert [v for phase, v in phases if phase == PHASE_DOWN] == levels[::-1]
+    knee = yaml.safe_load(recipe_copy.read_text())["validated"]["knee"]
+    assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 4
+    assert knee["band"][0] <= knee["band"][1] and knee["windows"] >= 2 * len(levels) - 1
+    assert yaml.safe_load(recipe_copy.read_text())["engine"]["max_num_seqs"] == knee["value"]
+    report = (folder / "report.md").read_text()
+    assert "fitted knee" in report and "resolved" in report
