@@ -17,6 +17,7 @@ GIVEN_RECIPE = "recipe.given.yaml"  # the recipe file exactly as given
 RUN_FILE = "run.json"              # id, times, argv, environment, versions, hardware
 RESOLVED_RECIPE = "recipe.resolved.yaml"
 ENGINE_LOG = "engine.log"
+SERVER_FILE = "server.json"        # eval: the server's argv and environment (redacted)
 REQUESTS_FILE = "requests.jsonl"
 TELEMETRY_FILE = "telemetry.jsonl"
 METRICS_FILE = "metrics.json"

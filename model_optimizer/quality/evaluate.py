@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,9 +18,18 @@ from pathlib import Path
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, failed_status
 from model_optimizer.archive import utc_now as _utc_now
 from model_optimizer.archive.entry import run_fields
-from model_optimizer.archive.names import RUN_FILE
+from model_optimizer.archive.names import (
+    ENGINE_LOG,
+    FAILURE_FILE,
+    GIVEN_RECIPE,
+    REPORT_FILE,
+    RESOLVED_RECIPE,
+    RUN_FILE,
+    SERVER_FILE,
+)
 from model_optimizer.archive.versions import collect_versions
-from model_optimizer.engine import EngineProcess, EngineStartError, free_port
+from model_optimizer.engine import EngineProcess, EngineStartError
+from model_optimizer.engine.factory import plan_server
 from model_optimizer.errors import UsageError
 from model_optimizer.quality import result as files
 from model_optimizer.quality.client import generate, score_sequences
@@ -34,7 +42,7 @@ from model_optimizer.quality.report import render_eval_report
 from model_optimizer.quality.result import EvalResult
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.recipe.render import expand_references, model_location, server_env, vllm_argv
+from model_optimizer.recipe.render import model_location
 from model_optimizer.runner import check_model_present, scrub_log
 from model_optimizer.secrets import (
     redact_argv,
@@ -95,8 +103,8 @@ class EvalOutcome:
 def _write_start(archive: RunArchive, loaded: LoadedRecipe | None, config: QualityConfig,
                  extra: dict) -> None:
     if loaded is not None:
-        archive.write_text("recipe.given.yaml", loaded.source_text)
-        archive.write_yaml("recipe.resolved.yaml", loaded.resolved,
+        archive.write_text(GIVEN_RECIPE, loaded.source_text)
+        archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
                            header=f"# {loaded.name} as evaluated by mopt, defaults filled in\n")
     run = {
         "id": archive.id, "kind": "eval", "created_at": _utc_now(),
@@ -120,16 +128,11 @@ def serve(loaded: LoadedRecipe, archive: RunArchive, emit: EventCallback
     """
     recipe = loaded.resolved
     location = check_model_present(loaded)
-    host = recipe["engine"]["host"]
-    port = recipe["engine"]["port"] or free_port(host)
-    argv = vllm_argv(recipe, loaded.base_dir, port=port)
-    env = server_env(recipe)
-    archive.write_json("server.json", {"argv": redact_argv(argv), "env": redact_env(env)})
-    base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    engine = EngineProcess(expand_references(argv, dict(os.environ)),
-                           expand_references(env, dict(os.environ)),
-                           archive.file("engine.log"), base_url,
-                           startup_timeout_s=recipe["engine"]["startup_timeout_s"])
+    plan = plan_server(loaded)  # the engine factory's port, argv, environment and URL
+    archive.write_json(SERVER_FILE, {"argv": redact_argv(plan.command.argv),
+                                     "env": redact_env(plan.command.env)})
+    base_url = plan.base_url
+    engine = plan.process(archive.file(ENGINE_LOG))
     try:
         emit("starting", {"argv": engine.argv})
         engine.start()
@@ -142,7 +145,7 @@ def serve(loaded: LoadedRecipe, archive: RunArchive, emit: EventCallback
         with interrupts_deferred():
             emit("stopping", {})
             engine.stop()
-            scrub_log(archive.file("engine.log"), secret_values(engine.argv, engine.env_extra))
+            scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
 
 
 def _generate_all(endpoint: Endpoint, config: QualityConfig, result: EvalResult,
@@ -190,7 +193,7 @@ def evaluate_endpoint(endpoint: Endpoint, config: QualityConfig, result: EvalRes
         failed = [g for repeat in result.generations for g in repeat if not g.ok]
         died = endpoint.died() if failed else None
         if died is not None:
-            archive.write_json("failure.json", died.to_dict())
+            archive.write_json(FAILURE_FILE, died.to_dict())
             raise EvalRequestsFailed(f"the server died during the eval ({died.kind}): "
                                      f"{died.hint}; " + " | ".join(died.evidence[:4]))
         if failed:
@@ -226,7 +229,7 @@ def _finish(archive: RunArchive, loaded: LoadedRecipe | None, outcome: EvalOutco
         "lm_eval_scores": [s.to_dict() for s in result.lm_eval],
         "comparison": outcome.comparison.to_dict() if outcome.comparison else None,
         "gate": outcome.gate.to_dict() if outcome.gate else None, "failure": result.failure})
-    archive.write_text("report.md", render_eval_report(outcome, loaded))
+    archive.write_text(REPORT_FILE, render_eval_report(outcome, loaded))
 
 
 def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str | Path, *,
@@ -270,7 +273,7 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
     except EngineStartError as exc:
         result.status = failed_status(exc.failure.kind)
         result.failure = exc.failure.hint
-        archive.write_json("failure.json", exc.failure.to_dict())
+        archive.write_json(FAILURE_FILE, exc.failure.to_dict())
     except EvalRequestsFailed as exc:
         result.status = failed_status("requests")
         result.failure = str(exc)

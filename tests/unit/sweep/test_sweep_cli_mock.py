@@ -86,7 +86,8 @@ def test_sweep_plateau_interrupt_and_resume(tmp_path, tiny_model_dir):
     assert outcome["chosen"]["value"] == chosen.value
     best = max(p.metric for p in history if p.acceptable)
     assert chosen.metric >= (1 - config.plateau_threshold) * best  # the knee, near the best
-    assert chosen.value < 16  # the batch is capped at 4: 16 cannot be worth its latency
+    if summary["stop"]["stop_rule"] == "plateau":
+        assert chosen.value < max(values)
 
     written = load_recipe(recipe)  # validates
     assert written.resolved["revision"] == 2
