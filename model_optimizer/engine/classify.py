@@ -60,6 +60,10 @@ _RULES: list[tuple[str, list[str], str]] = [
     ], "engine.port is taken by another process: pick another port, or 0 to let mopt "
        "choose a free one"),
     (INVALID_CONFIG, [
+        r"FP8 KV cache on CPU requires",
+    ], "this CPU has neither AVX-512 nor AMX, which vLLM's CPU engine needs for an fp8 KV "
+       "cache: use kv_cache_dtype auto here"),
+    (INVALID_CONFIG, [
         r"error: unrecognized arguments",
         r"error: argument --",
         r"api_server\.py: error:",

@@ -5,6 +5,7 @@
 
 from model_optimizer.telemetry.memory import (
     NvmlProbe,
+    cpu_flags,
     cpu_model_name,
     hardware_label,
     hardware_seen,
@@ -28,6 +29,7 @@ __all__ = [
     "TelemetryResult",
     "TelemetrySampler",
     "compute_peaks",
+    "cpu_flags",
     "counter_increase",
     "cpu_model_name",
     "hardware_label",

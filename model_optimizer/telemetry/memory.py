@@ -232,6 +232,19 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or ""
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def _usable_cpu_count() -> int | None:
     """CPUs this process may run on (cgroup/affinity aware where the OS tells us)."""
     try:

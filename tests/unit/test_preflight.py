@@ -27,10 +27,12 @@ H200 = {"name": "NVIDIA H200", "memory_total_bytes": 143771 * 2**20}
 runner = CliRunner()
 
 
-def gpu_machine(gpus=(), build="vllm", cached=True, unreachable="no route to host"):
+def gpu_machine(gpus=(), build="vllm", cached=True, unreachable="no route to host",
+                flags=("avx2", "avx512f")):
     return Machine(gpus=lambda: list(gpus), vllm_build=lambda: build,
                    hub_cached=lambda repo, rev, filename: cached,
-                   hub_unreachable=lambda: unreachable, port_taken=lambda host, port: None)
+                   hub_unreachable=lambda: unreachable, port_taken=lambda host, port: None,
+                   cpu_flags=lambda: frozenset(flags))
 
 
 def only(found, key):
@@ -208,3 +210,33 @@ def test_resume_is_preflighted_with_the_archived_recipe(tmp_path, monkeypatch):
         assert result.exit_code == 2, result.output
         assert f"{A10}:25:16: hardware.accelerator: the recipe is for A10" in result.output
     assert sorted(p.name for p in search.iterdir()) == ["recipe.given.yaml", "state.json"]
+
+
+@pytest.mark.parametrize("flags", [("avx2",), ()])
+def test_an_fp8_kv_cache_on_a_cpu_without_avx512_or_amx_is_refused(tmp_path, tiny_model_dir,
+                                                                    flags):
+    recipe = cpu_recipe(tmp_path, tiny_model_dir, "")
+    loaded = load_recipe(recipe, ["engine.kv_cache_dtype=fp8"])
+    refusal = only(preflight(loaded, gpu_machine(flags=flags)), "engine.kv_cache_dtype")
+    assert "needs AVX-512 or AMX" in refusal.message
+    assert "kv_cache_dtype auto" in refusal.hint
+
+
+@pytest.mark.parametrize("flags", [("avx2", "avx512f"), ("amx_tile",)])
+def test_an_fp8_kv_cache_on_a_cpu_with_avx512_or_amx_passes(tmp_path, tiny_model_dir, flags):
+    loaded = load_recipe(cpu_recipe(tmp_path, tiny_model_dir), ["engine.kv_cache_dtype=fp8"])
+    assert preflight(loaded, gpu_machine(flags=flags)).refusals == []
+
+
+def test_the_auto_kv_cache_needs_no_cpu_flag(tmp_path, tiny_model_dir):
+    loaded = load_recipe(cpu_recipe(tmp_path, tiny_model_dir))
+    assert preflight(loaded, gpu_machine(flags=())).refusals == []
+
+
+def test_cpu_flags_are_read_from_this_machine():
+    from model_optimizer.telemetry import cpu_flags
+
+    flags = cpu_flags()
+    assert isinstance(flags, frozenset)
+    if Path("/proc/cpuinfo").is_file():
+        assert flags & {"sse2", "fp", "asimd", "avx2"}  # x86 or Arm: some base flag is there

@@ -62,3 +62,13 @@ def test_port_in_use_gets_its_own_hint():
            "attempting to bind on address ('127.0.0.1', 8000): Address already in use\n")
     failure = classify_start_failure(log, 1)
     assert failure.kind == INVALID_CONFIG and "port" in failure.hint
+
+
+def test_an_fp8_kv_cache_on_a_cpu_without_avx512_is_an_invalid_config():
+    """vLLM 0.32's line on this project's AMD EPYC (AVX2 only) with kv_cache_dtype fp8."""
+    log = ("(EngineCore pid=4242) ERROR 12-02 05:20:11 [core.py:866] EngineCore failed to start.\n"
+           "(EngineCore pid=4242) NotImplementedError: FP8 KV cache on CPU requires x86 with "
+           "AVX-512 or AMX.\nRuntimeError: Engine core initialization failed.\n")
+    failure = classify_start_failure(log, 1)
+    assert failure.kind == "invalid_config"
+    assert "kv_cache_dtype auto" in failure.hint and "AVX-512" in failure.evidence[0]
