@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,12 @@ def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:
                 key=lambda r: _order(r["value"]))
     fig, left = plt.subplots(figsize=(8, 4.5), dpi=110)
     xs = [_x(r["value"]) for r in ok]
-    left.plot(xs, [r["qps"] for r in ok], "o-", color="tab:blue", label="QPS")
+    errors = [r.get("qps_half_width") or 0.0 for r in ok]
+    left.errorbar(xs, [r["qps"] for r in ok], yerr=errors, fmt="o", capsize=3,
+                  color="tab:blue", label="QPS, each window ± 95% interval")
+    medians = _medians_by_value(ok, "qps")
+    left.plot([_x(v) for v in medians], list(medians.values()), "-", color="tab:blue",
+              alpha=0.5, linewidth=1, label="QPS median per value")
     if state.objective == "goodput_qps":
         left.plot(xs, [r["goodput_qps"] for r in ok], "s--", color="tab:cyan",
                   label="goodput")
@@ -120,6 +126,15 @@ def plot_sweep(path: Path, state, rows: list[dict], chosen) -> None:
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
+
+
+def _medians_by_value(rows: list[dict], key: str) -> dict:
+    """The median of ``key`` over the rows of each value, in the rows' (value) order: one
+    point per value, so re-measured windows do not zigzag the line."""
+    grouped: dict = {}
+    for row in rows:
+        grouped.setdefault(row["value"], []).append(row[key])
+    return {value: statistics.median(values) for value, values in grouped.items()}
 
 
 def _order(value: Any) -> Any:
