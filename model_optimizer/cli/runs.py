@@ -114,7 +114,7 @@ def runs(
         counts = index.refresh(root, full=True)
         if not as_json:
             console.print(f"reindexed {root}: {counts['total']} archives", highlight=False,
-                          markup=False)
+                          markup=False, soft_wrap=True)
     moment = parse_since(since) if since else None
     rows = select(index.all_rows(root), recipe, status, moment, steps)
     if as_json:
