@@ -51,9 +51,10 @@ def test_repeats_are_archived_runs_and_samples_of_the_objective(tmp_path, tiny_m
 
 
 def test_the_planner_skips_a_configuration_without_a_launch(tmp_path, tiny_model_dir):
-    step = variant(mock_recipe(tmp_path, tiny_model_dir), ["engine.max_num_seqs=100000"])
+    step = variant(mock_recipe(tmp_path, tiny_model_dir),
+                   ["engine.max_num_seqs=16384", "hardware.memory_gib=0.05"])  # the ceiling
     verdict = planner_verdict(step, model_config(tiny_model_dir))
-    assert verdict and "max_num_seqs=100000" in verdict
+    assert verdict and "max_num_seqs=16384" in verdict
     result = measure_configuration(step, tmp_path / "runs", repeats=3, objective="qps",
                                    model_config=model_config(tiny_model_dir),
                                    engine_factory=MockEngine())
