@@ -38,6 +38,7 @@ from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, U
 from model_optimizer.measure import Measurement, measure_configuration
 from model_optimizer.plan import load_model_config
 from model_optimizer.quality.search_gate import SearchGate
+from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.signals import interrupts_deferred
 
@@ -135,6 +136,7 @@ class SearchSession:
             archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
                                 recipe_revision=loaded.resolved.get("revision", 1),
                                 recipe_file=state.output or state.recipe_file)
+        reap_abandoned(runs_base)  # its steps reap only inside the search's own folder
         archive = RunArchive.create(runs_base, f"{loaded.name}-{kind}", kind=kind, start=start)
         return cls(kind, archive, loaded, states[0], on_event)
 

@@ -208,3 +208,14 @@ def test_an_unreadable_archive_is_a_usage_error_naming_the_folder(tmp_path):
     (tmp_path / STATUS_FILE).write_text('{"status": "interrupted"}')
     with pytest.raises(UsageError, match="mopt demo"):
         read_search_archive("demo", tmp_path, DemoState)
+
+
+def test_a_new_search_reaps_abandoned_archives_of_its_runs_dir(loaded, tmp_path):
+    from model_optimizer.archive import RunArchive
+
+    killed = RunArchive.create(tmp_path / "runs", "killed-apply")
+    state = status_of(killed.path)
+    (killed.path / STATUS_FILE).write_text(json.dumps({**state, "pid": 2**22 + 7}))
+    new_session(loaded, tmp_path / "runs")  # its steps reap only inside its own folder
+    assert status_of(killed.path)["status"] == "interrupted"
+    assert (killed.path / MANIFEST_FILE).is_file()
