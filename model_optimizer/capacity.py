@@ -256,7 +256,9 @@ def sizing_lines(sizing: dict | None) -> list[str]:
     lines = [f"- binding limit: {sizing['binding_limit']}"]
     if sizing.get("target_rps"):
         lines.append(f"- replicas for {sizing['target_rps']:g} req/s with "
-                     f"{sizing['headroom']:.0%} headroom: **{fmt(sizing['replicas'])}** "
+                     f"{sizing['headroom']:.0%} headroom, each server carrying "
+                     f"{fmt(sizing['per_server_rps'], 3)} req/s as measured: "
+                     f"**{fmt(sizing['replicas'])}** "
                      f"(if capacity were the first failing rate: "
                      f"{fmt(sizing['replicas_optimistic'])})")
     if sizing.get("cost_per_hour") is not None:

@@ -6,9 +6,12 @@ one server per hour), never from a built-in table.
 
 - **Sustainable rate** and its interval: the highest rate that passed, and the lowest that
   failed above it (the truth lies between; the search's resolution bounds the gap).
-- **Replicas** for ``target_rate``: each server is planned at ``(1 - headroom)`` of the rate
-  that passed, ``ceil(target / (rate x (1 - headroom)))``; the same at the failing rate is
-  the optimistic bound (what the count would be if capacity were at the top of its interval).
+- **Replicas** for ``target_rate``: each server is planned at ``(1 - headroom)`` of what it
+  carried in the window that passed, the lower of the offered rate and the goodput measured
+  there (a short Poisson window may send fewer requests than the rate asks: on 2026-12-02
+  the tiny model passed at 6.73 req/s offered with 5.58 req/s of goodput),
+  ``ceil(target / (carried x (1 - headroom)))``; the same at the failing rate is the
+  optimistic bound (what the count would be if capacity were at the top of its interval).
 - **Cost**: servers x price per hour; per million output tokens at the target rate (or, with
   no target, one server at its sustainable rate), output tokens per request as measured in
   the window that passed.
@@ -36,6 +39,7 @@ class Sizing:
     """The capacity answer in servers and money (None where an input is missing)."""
 
     rate_rps: float | None
+    per_server_rps: float | None
     rate_interval: tuple[float | None, float | None]
     binding_limit: str
     target_rps: float | None
@@ -97,13 +101,17 @@ def size(result: dict, target_rps: float | None = None, headroom: float = 0.2,
     tokens = None
     if passed and passed.get("output_tok_s") and passed.get("qps"):
         tokens = passed["output_tok_s"] / passed["qps"]
-    replicas = replicas_for(target_rps, rate, headroom) if target_rps else None
+    per_server = rate
+    if rate is not None and passed and passed.get("goodput_qps") is not None:
+        per_server = min(rate, passed["goodput_qps"])
+    replicas = replicas_for(target_rps, per_server, headroom) if target_rps else None
     optimistic = replicas_for(target_rps, failing_rate, headroom) if target_rps else None
     servers = replicas if target_rps else (1 if rate else None)
-    carried = target_rps if target_rps else rate
+    carried = target_rps if target_rps else per_server
     cost_hour = servers * price_per_hour if price_per_hour and servers else None
     per_million = None
     if cost_hour and tokens and carried:
         per_million = cost_hour / (carried * tokens * 3600.0) * 1e6
-    return Sizing(rate, (rate, failing_rate), binding_limit(failing), target_rps, headroom,
-                  replicas, optimistic, tokens, price_per_hour, cost_hour, per_million)
+    return Sizing(rate, per_server, (rate, failing_rate), binding_limit(failing), target_rps,
+                  headroom, replicas, optimistic, tokens, price_per_hour, cost_hour,
+                  per_million)

@@ -48,7 +48,9 @@ def test_capacity_brackets_the_highest_passing_rate(tiny_model, tmp_path):
     assert "within the SLOs" in report
     sizing = found["sizing"]  # in replicas and money, named by what bound it
     assert sizing["rate_interval"] == [capacity, failing]
-    assert sizing["replicas"] == math.ceil(40 / (capacity * 0.8))
+    carried = min(capacity, by_rate[capacity]["goodput_qps"])
+    assert sizing["per_server_rps"] == carried
+    assert sizing["replicas"] == math.ceil(40 / (carried * 0.8))
     assert sizing["cost_per_hour"] == sizing["replicas"] * 0.5
     assert sizing["cost_per_million_output_tokens"] > 0
     assert "every rate tried passed" not in sizing["binding_limit"]

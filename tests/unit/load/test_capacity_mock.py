@@ -141,7 +141,9 @@ def test_capacity_sizes_a_fleet_and_names_its_limit(tmp_path, tiny_model_dir):
     capacity = result["capacity_rps"]
     assert capacity is not None and result["first_failing_rps"] is not None, result
     assert sizing["rate_interval"] == [capacity, result["first_failing_rps"]]
-    assert sizing["replicas"] == math.ceil(100 / (capacity * 0.75))
+    passed = next(s for s in result["steps"] if s["rate"] == capacity)
+    assert sizing["per_server_rps"] == min(capacity, passed["goodput_qps"])
+    assert sizing["replicas"] == math.ceil(100 / (sizing["per_server_rps"] * 0.75))
     assert sizing["cost_per_hour"] == pytest.approx(sizing["replicas"] * 1.8)
     tokens = sizing["output_tokens_per_request"]
     assert 1 <= tokens <= 4  # output_tokens 4 (the last may be cut by a finished window)

@@ -65,3 +65,13 @@ def test_no_failing_window_means_no_limit_was_reached():
     assert "every rate tried passed" in size({"capacity_rps": 40.0, "first_failing_rps": None,
                                               "steps": []}).binding_limit
     assert math.isclose(size(result()).rate_interval[1], 14.0)
+
+
+def test_a_server_is_planned_at_what_it_carried_when_less_than_the_rate():
+    measured = result()
+    measured["steps"][1]["goodput_qps"] = 10.0  # offered 12 req/s, 10 carried within SLO
+    answer = size(measured, target_rps=100, headroom=0.2, price_per_hour=1.0)
+    assert answer.per_server_rps == 10.0 and answer.replicas == 13  # 100 / 8 = 12.5
+    assert size(result(), target_rps=100).per_server_rps == 12.0  # no goodput recorded
+    alone = size(measured, price_per_hour=1.0)
+    assert alone.cost_per_million_output_tokens == pytest.approx(1.0 / (10 * 32 * 3600) * 1e6)
