@@ -266,7 +266,19 @@ class Pipeline:
         changes = final_changes(self.state, survivor, self.candidates,
                                 Path(self.state.output).resolve().parent)
         return write_validated_revision(self.archive, self.loaded, changes, figures,
-                                        by="optimize", output=Path(self.state.output))
+                                        by="optimize", output=Path(self.state.output),
+                                        quality=self._survivor_quality(survivor))
+
+    def _survivor_quality(self, survivor: str) -> dict | None:
+        """The survivor's gate verdict for ``validated.quality`` (None for the baseline, the
+        reference itself, and for a candidate that was not gated)."""
+        gate = self.state.stages[survivor].get("gate") or {}
+        if survivor == "baseline" or not gate.get("gated"):
+            return None
+        reference = self.state.stages["baseline"].get("gate") or {}
+        return {"passed": gate.get("passed"), "figures": gate.get("figures") or {},
+                "reasons": gate.get("reasons") or [], "candidate_run": gate.get("run_id"),
+                "baseline_run": reference.get("run_id")}
 
 
 def _check_candidates(loaded: LoadedRecipe) -> list[str]:

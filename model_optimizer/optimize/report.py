@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from pathlib import Path
 
@@ -49,8 +50,6 @@ def stage_launches(name: str, record: dict) -> int:
     state_file = Path(record.get("sweep_dir") or "") / "state.json"
     if not state_file.is_file():
         return 0
-    import json
-
     state = json.loads(state_file.read_text(encoding="utf-8"))
     return (sum(int(p.get("launches") or 0) for p in state.get("history") or [])
             + int(state.get("server_launches") or 0) + len(state.get("confirmations") or []))

@@ -92,9 +92,11 @@ def pin_changes(loaded: LoadedRecipe, changes: dict, output: Path) -> dict:
 
 
 def validated_quality(verdict: dict) -> dict:
-    """The validated block's quality entry: passed, runs, the key figures, why."""
+    """The validated block's quality entry: passed, runs, the key figures (with the accuracy
+    drop per eval-set class), why."""
     figures = verdict.get("figures") or {}
     return {"passed": verdict.get("passed"), "baseline_run": verdict.get("baseline_run"),
             "eval_run": verdict.get("candidate_run"),
-            "figures": {k: figures[k] for k in QUALITY_FIGURES if figures.get(k) is not None},
+            "figures": {k: v for k, v in figures.items() if v is not None and (
+                k in QUALITY_FIGURES or k.startswith("accuracy_drop."))},
             "reasons": list(verdict.get("reasons") or [])}

@@ -218,6 +218,10 @@ def test_candidates_are_gated_on_their_own_server(project, monkeypatch, passes):
         assert outcome.survivor == "w4a16"
         assert rows["w4a16"]["quality"].startswith("passed (top1_agreement 0.400")
         assert "math drop 0.250" in rows["w4a16"]["quality"]
+        quality = load_recipe(project / "r.yaml").resolved["validated"]["quality"]
+        assert quality["passed"] is True and quality["eval_run"] == "eval-candidate"
+        assert quality["baseline_run"] == "eval-baseline"
+        assert quality["figures"] == {"top1_agreement": 0.4, "accuracy_drop.math": 0.25}
     else:  # a failing candidate never survives, whatever its speed
         assert outcome.survivor == "baseline"
         assert rows["w4a16"]["status"] == "gated: top-1 agreement 0.4 < 0.9"
