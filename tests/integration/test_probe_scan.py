@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.strategy import Point, SweepConfig, choose
 from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 
+from .browser import render
 from .conftest import TINY_RECIPE, read_jsonl, run_mopt
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
@@ -68,3 +70,18 @@ def test_probe_scan_finds_a_knee_and_confirms_it_with_two_launches(recipe_copy, 
     assert load_recipe(recipe_copy).resolved["engine"]["max_num_seqs"] == chosen_value
     report = (folder / "report.md").read_text()
     assert "probe-scan" in report and "±" in report and "Measured noise" in report
+    _the_html_report_renders_the_archived_steps(folder, summary)
+
+
+def _the_html_report_renders_the_archived_steps(folder: Path, summary: dict) -> None:
+    """The real sweep's report.html in headless Chromium: no console error, every step's
+    value and objective as archived, a screenshot kept under test-artifacts/."""
+    shown = render(folder / "report.html", "report-probe-scan-sweep")
+    assert shown.console_errors == []
+    rows = re.findall(r"<tr>(.*?)</tr>", shown.dom.split('id="steps"', 1)[1].split("</table>")[0])
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in rows if "<td>" in row]
+    assert [c[1] for c in cells] == [str(s["value"]) for s in summary["steps"]]
+    key = summary["objective"]
+    assert all(c[4].startswith(f"{s[key]:,.2f}") for c, s in zip(cells, summary["steps"],
+                                                                  strict=True)
+               if s.get(key) is not None)
