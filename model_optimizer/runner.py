@@ -38,6 +38,7 @@ from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
 from model_optimizer.engine.factory import EngineFactory, plan_server
+from model_optimizer.engine.placement import Placement, client_placed, resolve_placement
 from model_optimizer.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -148,7 +149,8 @@ def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: Engine
     server = plan_server(loaded, factory)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind=kind, start=lambda new: write_start(
-        new, loaded, server.command.argv, server.command.env, extra))
+        new, loaded, server.command.argv, server.command.env,
+        {**extra, "placement": server.placement.to_dict()}))
     return archive, server.process(archive.file(ENGINE_LOG))
 
 
@@ -271,7 +273,8 @@ def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallbac
         archive.write_json(FAILURE_FILE, exc.failure.to_dict())
         emit("start_failed", exc.failure.to_dict())
         return
-    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s)
+    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s,
+                       placement_seen=engine.placement_seen)
     emit("ready", {"ready_after_s": outcome.ready_after_s})
 
 
@@ -280,7 +283,7 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
     spec = loaded.spec
     result = measure_endpoint(
         engine.base_url, spec.model.served_name, workload, archive,
-        measurement, emit, outcome, server_pid=engine.pid,
+        measurement, emit, outcome, server_pid=engine.pid, placement=engine.placement,
         should_stop=lambda: None if engine.alive() else "engine died")
     failure = engine.runtime_failure()
     if failure is not None:
@@ -296,21 +299,24 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
 def measure_endpoint(base_url: str, model_name: str, workload: dict,
                      archive: RunArchive, measurement: RunRecords, emit: EventCallback,
                      outcome: RunOutcome, server_pid: int | None = None,
-                     should_stop: Callable[[], str | None] | None = None):
-    """Run the load (``measurement.items``) with telemetry beside it; return LoadResult."""
+                     should_stop: Callable[[], str | None] | None = None,
+                     placement: Placement | None = None):
+    """Run the load (``measurement.items``) with telemetry beside it, the client on the
+    placement's client cores (``engine/placement.py``); return LoadResult."""
     prompts = measurement.items
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
-    sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
-                               on_sample=measurement.on_sample)
-    sampler.start()
-    try:
-        return run_load_sync(
-            base_url, model_name, workload, prompts, on_record=measurement.on_record,
-            should_stop=should_stop,
-            on_progress=lambda snap: emit("progress", {**snap, "telemetry": sampler.snapshot()}))
-    finally:
-        outcome.telemetry_peaks = sampler.stop().peaks
+    with client_placed(placement):  # before the sampler starts: its thread inherits
+        sampler = TelemetrySampler(f"{base_url}/metrics", server_pid, 1.0,
+                                   on_sample=measurement.on_sample)
+        sampler.start()
+        try:
+            return run_load_sync(
+                base_url, model_name, workload, prompts, on_record=measurement.on_record,
+                should_stop=should_stop, on_progress=lambda snap: emit(
+                    "progress", {**snap, "telemetry": sampler.snapshot()}))
+        finally:
+            outcome.telemetry_peaks = sampler.stop().peaks
 
 
 def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
@@ -324,18 +330,19 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     """
     emit = on_event or (lambda phase, data: None)
     spec = loaded.spec
-    workload = effective_workload(spec)
+    workload, placement = effective_workload(spec), resolve_placement(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
     archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
         new, loaded, [], {}, {"kind": "bench", "url": base_url, "model": model_name,
-                              "workload": workload, **(archive_extra or {})}))
+                              "workload": workload, "placement": placement.to_dict(),
+                              **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
-        result = measure_endpoint(base_url, model_name, workload, archive,
-                                  measurement, emit, outcome, server_pid=server_pid)
+        result = measure_endpoint(base_url, model_name, workload, archive, measurement, emit,
+                                  outcome, server_pid=server_pid, placement=placement)
         finish_metrics(measurement, workload, spec, outcome, window_s=result.window_s,
                         stopped_reason=result.stopped_reason, closed_at=result.closed_at)
         _judge_completed(archive, measurement, outcome)
