@@ -10,8 +10,9 @@ is most of the window-to-window noise measured on 2 cores (docs/benchmarks/quiet
 
 ``hardware.placement`` decides (schema: ``schemas/recipe.v1.json``):
 
-- ``auto``: on ``cpu``, the API server and the client go on the last core (the one vLLM
-  reserves); the engine keeps vLLM's own binding. On a GPU, the client goes on the last
+- ``auto``: on ``cpu``, the API server, vLLM's engine core (its scheduler process) and the
+  client go on the last core (the one vLLM reserves for them); the worker keeps vLLM's own
+  OpenMP binding. On a GPU, the client goes on the last
   core and the API server and engine core on the others. Nothing with fewer than 2 cores,
   or for a CPU engine with ``tensor_parallel_size`` > 1 (vLLM reserves a core per rank).
 - ``none``: nothing is placed.
@@ -153,14 +154,30 @@ def pin_threads(pid: int, cores: Sequence[int]) -> int:
     return done
 
 
+def is_worker(proc: psutil.Process) -> bool:
+    """A vLLM worker process (title ``VLLM::Worker...``), whose OpenMP binding vLLM sets."""
+    with contextlib.suppress(psutil.Error):
+        return "::Worker" in " ".join(proc.cmdline())
+    return False
+
+
 def place_server(placement: Placement, server_pid: int) -> dict[str, list[int]]:
-    """Apply the server's (and on a GPU the engine's) cores to a ready server; read back."""
+    """Place a ready server's process tree; return the affinities read back.
+
+    The API server gets the server's cores. Its descendants (vLLM's ``EngineCore``
+    scheduler, its workers) get the engine's cores where mopt places the engine (GPU);
+    otherwise every descendant but the workers gets the server's cores: on ``cpu`` vLLM
+    reserves that core for the engine core's scheduler and binds the worker itself.
+    """
     try:
+        children = psutil.Process(server_pid).children(recursive=True)
         if placement.server:
             pin_threads(server_pid, placement.server)
-        if placement.pin_engine and placement.engine:
-            for child in psutil.Process(server_pid).children(recursive=True):
+        for child in children:
+            if placement.pin_engine and placement.engine:
                 pin_threads(child.pid, placement.engine)
+            elif placement.server and not is_worker(child):
+                pin_threads(child.pid, placement.server)
     except (OSError, psutil.Error) as exc:
         log.warning("could not place the server's processes: %s", exc)
     return affinities(server_pid)
