@@ -155,3 +155,25 @@ def test_the_server_process_is_pinned_once_ready(tmp_path, tiny_model_dir):
         threads = thread_ids(engine.pid)
         assert threads and all(os.sched_getaffinity(t) == {CORES[-1]} for t in threads)
         assert psutil.Process(engine.pid).cpu_affinity() == [CORES[-1]]
+
+
+@two_cores
+def test_the_load_client_measures_on_its_cores(tmp_path, tiny_model_dir):
+    from model_optimizer.load.mock_server import MockServer
+    from model_optimizer.runner import bench_endpoint
+    loaded = load_recipe_text(
+        "recipe_version: 1\nname: b\nmodel: {path: endpoint}\nworkload: {prompt_tokens: 16, "
+        "output_tokens: 4, concurrency: 2, num_requests: 10, warmup_requests: 0}\n",
+        "<test>", [f"hardware.placement={{client: [{CORES[-1]}]}}"])
+    before, during = os.sched_getaffinity(0), []
+
+    def on_event(phase, data):
+        if phase == "progress":  # emitted from the load, on the client's thread
+            during.append(os.sched_getaffinity(0))
+    with MockServer() as server:
+        outcome = bench_endpoint(server.url, loaded, "mock-model", str(tiny_model_dir),
+                                 tmp_path, on_event=on_event)
+    assert outcome.ok and during and all(mask == {CORES[-1]} for mask in during)
+    assert os.sched_getaffinity(0) == before
+    assert json.loads((outcome.archive / "run.json").read_text())["placement"]["client"] == [
+        CORES[-1]]
