@@ -1,27 +1,32 @@
-"""Grid vs sweep: launches, wall time and how good the chosen max_num_seqs is (issue 11).
+"""Grid vs sweep, judged honestly: a repeated grid saved to a file, and each sweep's verdict.
 
-On the tiny CPU model, in one script and with the same steady-state windows (``--duration``
-seconds, concurrency = max_num_seqs): ``mopt sweep --strategy probe-scan`` over 1..64 (one
-scan server, the top two re-measured interleaved, one confirming launch); then a grid of
-max_num_seqs, one launch per value (``--grid``, default the powers of two 1..64; issue 11's
-finer grid is ``--grid 1,2,3,4,6,8,12,16,24,32,48,64``); then ``mopt sweep --strategy
-relaunch`` (4, 16, 64, re-measurement 1 round, at most half the grid's launches).
-Each choice is judged by the grid's own measurement of the chosen value (a value the grid
-did not have gets one launch of its own, measured like the grid's) against the grid's best
-and the grid's interval of its best. Goals: probe-scan at most 3 launches, relaunch at most
-half the grid's; both at least 95% of the grid's best or inside its interval.
+Three commands, each small enough for one hold of the engine lock (run each under
+``flock /tmp/mopt-engine.lock``):
 
-    .venv/bin/python benchmarks/sweep_vs_grid.py [--duration 10] [--grid 1,2,4,...]
+    # the grid: one launch per (value, pass); passes go up then down; each launch is saved
+    # to the grid file at once, and a (value, pass) already there is skipped (resumable)
+    .venv/bin/python benchmarks/sweep_vs_grid.py grid --workload default \\
+        --values 1,2,4,8 --passes up --grid docs/benchmarks/grids/default.json
+    # a sweep (probe-scan or relaunch), judged against that grid file, no launch for the judge
+    .venv/bin/python benchmarks/sweep_vs_grid.py sweep --workload default \\
+        --strategy probe-scan --grid docs/benchmarks/grids/default.json
+    # the grid's table, or a verdict on any chosen value
+    .venv/bin/python benchmarks/sweep_vs_grid.py judge --grid FILE [--chosen 48 --unresolved]
 
-About 2 + 7 + 6 launches: 15 minutes on 2 quiet cores with 10 s windows, twice that on a
-busy machine. Archives go to a temp folder.
+Workloads: ``default`` is recipes/tiny-cpu.yaml as shipped (64/32 tokens: its throughput
+rises to the top of 1..64); ``kv-knee`` gives vLLM 24 KV blocks of 32 tokens
+(``num-gpu-blocks-override``): 8 requests of 96 tokens fit, more are preempted, so the best
+valid value lies inside the range. Windows are steady-state (``--duration`` s, concurrency =
+max_num_seqs). The judge and its verdicts are ``benchmarks/grid_judge.py``; the verdict line
+names the sweep strategy's git revision.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -31,106 +36,124 @@ from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
 from model_optimizer.sweep.loop import start_sweep
 
+try:
+    from benchmarks.grid_judge import grid_table, judge, load_grid, save_grid, sweep_unresolved
+except ModuleNotFoundError:  # run as a script: benchmarks/ itself is on sys.path
+    from grid_judge import grid_table, judge, load_grid, save_grid, sweep_unresolved
+
 GRID = (1, 2, 4, 8, 16, 32, 64)
+WORKLOADS = {
+    "default": [],
+    "kv-knee": ["engine.extra_args={num-gpu-blocks-override: 24}"],
+}
+STRATEGIES = {
+    "probe-scan": (["sweep.resolution=4", "sweep.remeasure_rounds=2"],
+                   {"start": 1, "max": 64, "strategy": "probe-scan"}),
+    "relaunch": (["sweep.resolution=48", "sweep.max_launches=4", "sweep.remeasure_rounds=1",
+                  "sweep.confirm_duration_s=0"],
+                 {"start": 4, "growth": 4, "max": 64, "strategy": "relaunch"}),
+}
 
 
-def measure_value(loaded, runs: Path, value: int) -> tuple[float | None, float | None]:
-    """QPS and its 95% half-width at one value (one launch, the recipe's window)."""
-    outcome = run_recipe(variant(loaded, [f"engine.max_num_seqs={value}",
-                                          f"workload.concurrency={value}"]), runs)
-    if not outcome.ok:
-        return None, None
-    interval = (outcome.metrics.get("intervals") or {}).get("qps") or {}
-    return outcome.metrics.get("qps"), interval.get("half_width")
+def recipe_sets(workload: str, duration: float) -> list[str]:
+    """The --set overrides of a workload with steady-state windows of ``duration`` s."""
+    return [*WORKLOADS[workload], f"workload.duration_s={duration}",
+            "workload.num_requests=null", "workload.concurrency=null",
+            "sweep.max_launches=12", f"sweep.confirm_duration_s={duration}",
+            "engine.startup_timeout_s=540"]
 
 
-def measure_grid(loaded, runs: Path, values) -> dict[int, tuple]:
-    """(QPS, half-width) at every grid value."""
-    grid = {}
-    for value in values:
-        grid[value] = measure_value(loaded, runs, value)
-        qps, half = grid[value]
-        print(f"grid  max_num_seqs={value:>3}: {qps or 0:7.2f} ± {half or 0:5.2f} req/s",
-              flush=True)
-    return grid
+def loaded_recipe(recipe: str, sets: list[str]):
+    """The recipe with ``sets`` applied, its model path made absolute."""
+    return load_recipe(Path(recipe).resolve(), sets)
 
 
-def run_sweep(loaded, runs: Path, output: Path, flags: dict) -> tuple[dict, float]:
-    """One sweep; returns its summary.json and wall time in seconds."""
-    started = time.monotonic()
-    outcome = start_sweep(loaded, runs, flags=flags, output=output)
+def strategy_revision() -> str:
+    """The last commit that touched the sweep strategy code (and whether it is modified)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    revision = git("log", "-1", "--format=%h", "--", "model_optimizer/sweep",
+                   "model_optimizer/search")
+    dirty = git("status", "--porcelain", "--", "model_optimizer/sweep", "model_optimizer/search")
+    return revision + ("+modified" if dirty else "")
+
+
+def measure_grid(args) -> None:
+    """One launch per (value, pass) not yet in the grid file, saved after each."""
+    path = Path(args.grid)
+    grid = load_grid(path)
+    sets = recipe_sets(args.workload, args.duration)
+    grid.update(workload=args.workload, recipe_sets=sets, duration_s=args.duration)
+    loaded = loaded_recipe(args.recipe, sets)
+    values = [int(v) for v in args.values.split(",")]
+    runs = Path(tempfile.mkdtemp(prefix="mopt-grid-"))
+    for name in args.passes.split(","):
+        for value in values if name == "up" else reversed(values):
+            if any(r["value"] == value and r["pass"] == name for r in grid["measurements"]):
+                continue
+            outcome = run_recipe(variant(loaded, [f"engine.max_num_seqs={value}",
+                                                  f"workload.concurrency={value}"]), runs)
+            half = ((outcome.metrics or {}).get("intervals") or {}).get("qps") or {}
+            row = {"value": value, "pass": name, "ok": outcome.ok,
+                   "qps": (outcome.metrics or {}).get("qps"),
+                   "half_width": half.get("half_width"), "slo_met": outcome.slo_met,
+                   "preemptions": (outcome.telemetry_peaks or {}).get("preemptions"),
+                   "load_avg": round(os.getloadavg()[0], 2), "at": time.strftime("%H:%M:%S")}
+            grid["measurements"].append(row)
+            save_grid(path, grid)
+            print(json.dumps(row), flush=True)
+    print(grid_table(grid))
+
+
+def run_sweep(args) -> None:
+    """One sweep of ``args.strategy`` on the workload, then its verdict against the grid."""
+    grid = load_grid(Path(args.grid))
+    extra, flags = STRATEGIES[args.strategy]
+    loaded = loaded_recipe(args.recipe, [*recipe_sets(args.workload, args.duration), *extra])
+    scratch = Path(tempfile.mkdtemp(prefix="mopt-sweep-"))
+    started, load_before = time.monotonic(), os.getloadavg()
+    outcome = start_sweep(loaded, scratch / "runs", flags=flags, output=scratch / "out.yaml")
     summary = json.loads((outcome.archive / "summary.json").read_text())
     for row in summary["steps"]:
-        half = row.get("qps_half_width")
-        print(f"  {row['phase']:<9} {row['value']:>4}: {row['qps'] or 0:7.2f}"
-              f"{f' ± {half:.2f}' if half is not None else ''} req/s ({row['status']})",
-              flush=True)
-    return summary, time.monotonic() - started
-
-
-def judge(name: str, summary: dict, seconds: float, grid: dict, loaded, runs: Path) -> None:
-    """Print one search's figures against the grid."""
-    best_value = max((v for v in grid if grid[v][0]), key=lambda v: grid[v][0])
-    best_qps, best_half = grid[best_value]
+        print(f"  {row['phase']:<9} {row['value']:>4}: {row.get('qps') or 0:7.2f} req/s "
+              f"({row['status']})", flush=True)
     chosen = (summary.get("chosen") or {}).get("value")
-    if chosen is None:
-        print(f"{name}: chose nothing ({summary.get('chosen_reason')})")
-        return
-    chosen = int(chosen)
-    if chosen not in grid:
-        grid[chosen] = measure_value(loaded, runs, chosen)
-        print(f"grid  max_num_seqs={chosen:>3}: {grid[chosen][0] or 0:7.2f} (measured for "
-              f"the {name} choice)", flush=True)
-    own = grid[chosen][0] or 0.0
-    inside = best_half is not None and own >= best_qps - best_half
-    noise = summary.get("noise") or {}
-    grid_launches = summary["grid_launches"]
-    print(f"{name}: {summary['launches']} launches ({summary['launches'] / grid_launches:.0%} "
-          f"of the grid's), {seconds / 60:.1f} min, chose {chosen}; grid's own measurement "
-          f"of it {own:.2f} req/s = {own / best_qps:.1%} of the grid's best "
-          f"({best_qps:.2f} ± {best_half or 0:.2f} at {best_value})"
-          f"{', inside its interval' if inside else ''}; measured noise CV "
-          f"{noise.get('cv', float('nan')):.1%} over {noise.get('windows', 0)} windows",
-          flush=True)
+    unresolved = sweep_unresolved(summary, loaded.spec.sweep.plateau_threshold)
+    verdict = judge(grid, int(chosen) if chosen is not None else None, unresolved)
+    print(f"{args.strategy} on {args.workload} (strategy code {strategy_revision()}): "
+          f"{summary['launches']} launches, {(time.monotonic() - started) / 60:.1f} min, "
+          f"noise {summary.get('noise')}, sweep says "
+          f"{'not resolved' if unresolved else 'resolved'}; load average "
+          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(verdict.line() if verdict else "the grid has no valid value yet")
+    print(f"archives: {scratch}")
+
+
+def show_judge(args) -> None:
+    """The grid's table and, with --chosen, a verdict."""
+    grid = load_grid(Path(args.grid))
+    print(grid_table(grid))
+    if args.chosen is not None:
+        verdict = judge(grid, args.chosen, args.unresolved)
+        print(verdict.line() if verdict else "the grid has no valid value yet")
 
 
 def main() -> None:
-    """Measure the grid, run both sweep strategies, print the comparison."""
+    """Parse the command and run it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["grid", "sweep", "judge"])
+    parser.add_argument("--grid", required=True, help="the grid's JSON file")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="default")
     parser.add_argument("--recipe", default="recipes/tiny-cpu.yaml")
-    parser.add_argument("--duration", type=float, default=10.0, help="window (s) per value")
-    parser.add_argument("--grid", default=",".join(str(v) for v in GRID),
-                        help="comma-separated max_num_seqs values of the grid")
+    parser.add_argument("--duration", type=float, default=10.0, help="window (s)")
+    parser.add_argument("--values", default=",".join(map(str, GRID)))
+    parser.add_argument("--passes", default="up,down", help="up, down or up,down")
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="probe-scan")
+    parser.add_argument("--chosen", type=int, default=None)
+    parser.add_argument("--unresolved", action="store_true",
+                        help="judge: the sweep said its choice is not resolved")
     args = parser.parse_args()
-    values = [int(v) for v in args.grid.split(",")]
-    scratch = Path(tempfile.mkdtemp(prefix="mopt-bench-"))
-    recipe_copy = scratch / "recipe.yaml"
-    shutil.copy(args.recipe, recipe_copy)
-    text = recipe_copy.read_text().replace("../models/", str(Path("models").resolve()) + "/")
-    recipe_copy.write_text(text)
-    common = [f"workload.duration_s={args.duration}", "workload.num_requests=null",
-              "workload.concurrency=null", "sweep.max_launches=12"]
-    loaded = load_recipe(recipe_copy, common)
-    probe = load_recipe(recipe_copy, [*common, "sweep.resolution=4", "sweep.remeasure_rounds=2",
-                                      f"sweep.confirm_duration_s={args.duration}"])
-    print("sweep --strategy probe-scan --start 1 --max 64", flush=True)
-    probe_summary, probe_s = run_sweep(probe, scratch / "probe", scratch / "probe.yaml",
-                                       {"start": 1, "max": 64, "strategy": "probe-scan"})
-    started = time.monotonic()
-    grid = measure_grid(loaded, scratch / "grid", values)
-    print(f"grid: {len(values)} launches, {(time.monotonic() - started) / 60:.1f} min",
-          flush=True)
-    judge("probe-scan", {**probe_summary, "grid_launches": len(values)}, probe_s, grid,
-          loaded, scratch / "grid")
-    relaunch = load_recipe(recipe_copy, [*common, "sweep.resolution=48",
-                                         f"sweep.max_launches={len(values) // 2}",
-                                         "sweep.remeasure_rounds=1", "sweep.confirm_duration_s=0"])
-    print("sweep --strategy relaunch --start 4 --growth 4 --max 64", flush=True)
-    summary, seconds = run_sweep(relaunch, scratch / "relaunch", scratch / "relaunch.yaml",
-                                 {"start": 4, "growth": 4, "max": 64, "strategy": "relaunch"})
-    judge("relaunch", {**summary, "grid_launches": len(values)}, seconds, grid, loaded,
-          scratch / "grid")
-    print(f"archives: {scratch}")
+    {"grid": measure_grid, "sweep": run_sweep, "judge": show_judge}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ from model_optimizer.archive.names import (
     WINDOWS_FILE,
 )
 from model_optimizer.archive.report import fmt
+from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine.factory import EngineCommand, EngineFactory, plan_server
+from model_optimizer.engine.placement import resolve_placement
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.load.rate_search import RateSearchConfig, RateStep, judge, next_rate, summary
 from model_optimizer.load.sizing import size
@@ -46,8 +48,6 @@ from model_optimizer.runner import (
     launch_engine,
     measure_endpoint,
     run_items,
-    scrub_log,
-    write_start,
 )
 from model_optimizer.secrets import redact_url, secret_values
 from model_optimizer.signals import interrupts_deferred
@@ -170,6 +170,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
 def _search(archive, loaded, url, model_name, config, items, engine, steps, emit) -> None:
     """Measure and judge windows until the strategy stops (every prompt from ``items``)."""
     recipe = loaded.resolved
+    placement = engine.placement if engine is not None else resolve_placement(loaded.spec)
     sent = 0
     while (rate := next_rate(config, steps)) is not None:
         index = len(steps)
@@ -192,7 +193,7 @@ def _search(archive, loaded, url, model_name, config, items, engine, steps, emit
             return None
         result = measure_endpoint(url, model_name, workload, archive, measurement, track,
                                   window, server_pid=engine.pid if engine else None,
-                                  should_stop=should_stop)
+                                  should_stop=should_stop, placement=placement)
         sent += len(result.records) + len(result.warmup_records)
         finish_metrics(measurement, workload, recipe, window, result.window_s,
                         result.stopped_reason)

@@ -21,23 +21,21 @@ from model_optimizer.archive import (
     failed_status,
     utc_now,
 )
-from model_optimizer.archive.entry import metric_fields, run_fields
+from model_optimizer.archive.entry import metric_fields
 from model_optimizer.archive.names import (
     ENGINE_LOG,
     FAILURE_FILE,
-    GIVEN_RECIPE,
     METRICS_FILE,
     REPORT_FILE,
     REQUESTS_FILE,
-    RESOLVED_RECIPE,
-    RUN_FILE,
     TELEMETRY_FILE,
 )
 from model_optimizer.archive.report import render_run_report
-from model_optimizer.archive.versions import collect_versions
+from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
 from model_optimizer.engine.classify import DISK_FULL, INTERNAL_ERROR, exception_failure
 from model_optimizer.engine.factory import EngineFactory, plan_server
+from model_optimizer.engine.placement import Placement, client_placed, resolve_placement
 from model_optimizer.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -46,7 +44,7 @@ from model_optimizer.errors import (
     MoptError,
     UsageError,
 )
-from model_optimizer.fsutil import atomic_write_text, disk_full
+from model_optimizer.fsutil import disk_full
 from model_optimizer.httpcall import join_url
 from model_optimizer.load import prompts_needed, run_load_sync
 from model_optimizer.load.classes import apply_classes, run_slo
@@ -57,15 +55,11 @@ from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import Recipe, model_location
 from model_optimizer.secrets import (
-    redact_argv,
-    redact_env,
-    redact_override,
-    redact_text,
     redact_url,
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
-from model_optimizer.telemetry import TelemetrySampler, hardware_label, hardware_seen
+from model_optimizer.telemetry import TelemetrySampler
 
 log = logging.getLogger(__name__)
 EventCallback = Callable[[str, dict], None]
@@ -149,7 +143,8 @@ def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: Engine
     server = plan_server(loaded, factory)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind=kind, start=lambda new: write_start(
-        new, loaded, server.command.argv, server.command.env, extra))
+        new, loaded, server.command.argv, server.command.env,
+        {**extra, "placement": server.placement.to_dict()}))
     return archive, server.process(archive.file(ENGINE_LOG))
 
 
@@ -163,21 +158,6 @@ def check_model_present(loaded: LoadedRecipe) -> str:
         raise UsageError(f"{loaded.path}: model.path '{written}' resolves to {location}, "
                          f"which holds no config.json; {hint}.")
     return location
-
-
-def write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
-                 env: dict[str, str], extra: dict) -> None:
-    archive.write_text(GIVEN_RECIPE, loaded.source_text)
-    archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
-                       header=f"# {loaded.name} as run by mopt, defaults filled in\n")
-    run = {
-        "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
-        "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
-        "overrides": [redact_override(item) for item in loaded.overrides],
-        "argv": redact_argv(argv), "env": redact_env(env),
-        "versions": collect_versions(), "hardware": hardware_seen(), **extra}
-    archive.write_json(RUN_FILE, run)
-    archive.write_entry(**run_fields(run, loaded.resolved, hardware_label(run["hardware"])))
 
 
 class RunRecords:
@@ -245,19 +225,6 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     return outcome
 
 
-def scrub_log(path: Path, known: list[str]) -> None:
-    """Hide secrets in a server log as vLLM wrote it: the values mopt passed, URL
-    credentials, token-shaped strings. vLLM 0.32 masks only api_key, hf_token and
-    watermark_config in its "non-default args" line; other flags and errors print values."""
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        scrubbed = redact_text(text, known)
-        if scrubbed != text:
-            atomic_write_text(path, scrubbed)
-    except OSError:
-        pass  # no log, or an unwritable archive: nothing more to hide here
-
-
 def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
                   outcome: RunOutcome) -> None:
     emit("starting", {"argv": engine.argv})
@@ -272,7 +239,8 @@ def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallbac
         archive.write_json(FAILURE_FILE, exc.failure.to_dict())
         emit("start_failed", exc.failure.to_dict())
         return
-    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s)
+    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s,
+                       placement_seen=engine.placement_seen)
     emit("ready", {"ready_after_s": outcome.ready_after_s})
 
 
@@ -281,7 +249,7 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
     spec = loaded.spec
     result = measure_endpoint(
         engine.base_url, spec.model.served_name, workload, archive,
-        measurement, emit, outcome, server_pid=engine.pid,
+        measurement, emit, outcome, server_pid=engine.pid, placement=engine.placement,
         should_stop=lambda: None if engine.alive() else "engine died")
     failure = engine.runtime_failure()
     if failure is not None:
@@ -297,21 +265,24 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
 def measure_endpoint(base_url: str, model_name: str, workload: dict,
                      archive: RunArchive, measurement: RunRecords, emit: EventCallback,
                      outcome: RunOutcome, server_pid: int | None = None,
-                     should_stop: Callable[[], str | None] | None = None):
-    """Run the load (``measurement.items``) with telemetry beside it; return LoadResult."""
+                     should_stop: Callable[[], str | None] | None = None,
+                     placement: Placement | None = None):
+    """Run the load (``measurement.items``) with telemetry beside it, the client on the
+    placement's client cores (``engine/placement.py``); return LoadResult."""
     prompts = measurement.items
     archive.set_status("running", phase="load")
     emit("load", {"workload": workload})
-    sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
-                               on_sample=measurement.on_sample)
-    sampler.start()
-    try:
-        return run_load_sync(
-            base_url, model_name, workload, prompts, on_record=measurement.on_record,
-            should_stop=should_stop,
-            on_progress=lambda snap: emit("progress", {**snap, "telemetry": sampler.snapshot()}))
-    finally:
-        outcome.telemetry_peaks = sampler.stop().peaks
+    with client_placed(placement):  # before the sampler starts: its thread inherits
+        sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
+                                   on_sample=measurement.on_sample)
+        sampler.start()
+        try:
+            return run_load_sync(
+                base_url, model_name, workload, prompts, on_record=measurement.on_record,
+                should_stop=should_stop, on_progress=lambda snap: emit(
+                    "progress", {**snap, "telemetry": sampler.snapshot()}))
+        finally:
+            outcome.telemetry_peaks = sampler.stop().peaks
 
 
 def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
@@ -325,18 +296,19 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     """
     emit = on_event or (lambda phase, data: None)
     spec = loaded.spec
-    workload = effective_workload(spec)
+    workload, placement = effective_workload(spec), resolve_placement(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
     shown = {"kind": "bench", "url": redact_url(base_url), "model": model_name}
     archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
-        new, loaded, [], {}, {**shown, "workload": workload, **(archive_extra or {})}))
+        new, loaded, [], {}, {**shown, "workload": workload, "placement": placement.to_dict(),
+                              **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit("archive", {"run_id": archive.id, "path": str(archive.path)})
     try:
-        result = measure_endpoint(base_url, model_name, workload, archive,
-                                  measurement, emit, outcome, server_pid=server_pid)
+        result = measure_endpoint(base_url, model_name, workload, archive, measurement, emit,
+                                  outcome, server_pid=server_pid, placement=placement)
         finish_metrics(measurement, workload, spec, outcome, window_s=result.window_s,
                         stopped_reason=result.stopped_reason, closed_at=result.closed_at)
         _judge_completed(archive, measurement, outcome)

@@ -17,6 +17,7 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.engine.placement import resolve_placement
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.security import code_settings
 from model_optimizer.recipe.writer import write_vllm_config
@@ -35,7 +36,8 @@ def show(
     """Print the resolved recipe (defaults filled in) and the vLLM command it launches."""
     loaded = load_chosen(recipe, overrides, "show", as_json)
     argv = vllm_argv(loaded.resolved, loaded.base_dir)
-    env = server_env(loaded.resolved)
+    placement = resolve_placement(loaded.spec)
+    env = {**server_env(loaded.resolved), **placement.engine_env}
     config = vllm_config(loaded.resolved, loaded.base_dir)
     trust = bool(loaded.resolved["model"]["trust_remote_code"])
     allowed = code_settings(loaded.resolved)
@@ -43,7 +45,8 @@ def show(
         write_vllm_config(vllm_config_out, config, source=str(recipe), env=env)
     if as_json:
         print_json({"recipe": loaded.resolved, "argv": argv, "env": env, "vllm_config": config,
-                    "trust_remote_code": trust, "allow_code": allowed})
+                    "trust_remote_code": trust, "allow_code": allowed,
+                    "placement": placement.to_dict()})
         return
     console.rule(f"{loaded.name} (revision {loaded.resolved['revision']}): resolved recipe")
     console.print(yaml.safe_dump(loaded.resolved, sort_keys=False), highlight=False,
@@ -55,6 +58,8 @@ def show(
     console.print(f"trust_remote_code: {str(trust).lower()}; code-loading settings allowed "
                   f"by engine.allow_code: {', '.join(allowed) or 'none'}", highlight=False,
                   markup=False, soft_wrap=True)
+    console.print(f"placement (cores on this machine): {placement.describe()}",
+                  highlight=False, markup=False, soft_wrap=True)
     if loaded.resolved["engine"]["port"] == 0:
         console.print("(--port 0: mopt picks a free port at launch)", style="dim")
     if vllm_config_out is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from model_optimizer.engine.placement import Placement, resolve_placement
 from model_optimizer.engine.supervisor import EngineProcess, free_port
 from model_optimizer.recipe.render import (
     Recipe,
@@ -107,19 +108,28 @@ class ServerPlan:
     command: EngineCommand
     base_url: str
     startup_timeout_s: float
+    placement: Placement | None = None
 
     def process(self, log_path: Path) -> EngineProcess:
         """The supervised (not yet started) process, logging to ``log_path``."""
-        return self.factory.process(self.command, log_path, self.base_url,
-                                    self.startup_timeout_s)
+        process = self.factory.process(self.command, log_path, self.base_url,
+                                       self.startup_timeout_s)
+        process.placement = self.placement
+        return process
 
 
 def plan_server(loaded: LoadedRecipe, factory: EngineFactory | None = None) -> ServerPlan:
-    """Render ``loaded``'s server on its port (a free one when unset); vLLM by default."""
+    """Render ``loaded``'s server on its port (a free one when unset); vLLM by default.
+
+    The recipe's placement (``engine/placement.py``) adds its engine variables to the
+    command and is applied to the process once it is ready.
+    """
     spec = loaded.spec
     host = spec.engine.host
     port = spec.engine.port or free_port(host)
     factory = factory or VllmEngine()
     base_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    return ServerPlan(factory, factory.command(spec, loaded.base_dir, port), base_url,
-                      spec.engine.startup_timeout_s)
+    placement = resolve_placement(spec)
+    command = factory.command(spec, loaded.base_dir, port)
+    command = EngineCommand(command.argv, {**command.env, **placement.engine_env})
+    return ServerPlan(factory, command, base_url, spec.engine.startup_timeout_s, placement)

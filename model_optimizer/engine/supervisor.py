@@ -37,6 +37,7 @@ from model_optimizer.engine.classify import (
     classify_runtime_failure,
     classify_start_failure,
 )
+from model_optimizer.engine.placement import Placement, place_server
 from model_optimizer.errors import EXIT_START_FAILED, MoptError
 from model_optimizer.httpcall import HTTPCallError, call, join_url
 from model_optimizer.signals import parent_death_signal
@@ -96,6 +97,8 @@ class EngineProcess:
     startup_timeout_s: float = 600.0
     grace_s: float = 20.0
     startup_grace_s: float = 3.0
+    placement: Placement | None = None
+    placement_seen: dict[str, list[int]] = field(default_factory=dict, init=False)
     process: subprocess.Popen | None = field(default=None, init=False)
     started_at: float | None = field(default=None, init=False)
     ready_after_s: float | None = field(default=None, init=False)
@@ -153,6 +156,8 @@ class EngineProcess:
                 raise EngineStartError(failure, self.log_path)
             if self._healthy():
                 self.ready_after_s = time.monotonic() - self.started_at
+                if self.placement is not None:  # once ready: see engine/placement.py
+                    self.placement_seen = place_server(self.placement, self.process.pid)
                 return self.ready_after_s
             if time.monotonic() > deadline:
                 failure = classify_start_failure(self.log_text(), None, timed_out=True)

@@ -27,6 +27,7 @@ from model_optimizer.archive.names import (
     RUN_FILE,
     SERVER_FILE,
 )
+from model_optimizer.archive.start import scrub_log
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError
 from model_optimizer.engine.factory import plan_server
@@ -43,7 +44,7 @@ from model_optimizer.quality.result import EvalResult
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
-from model_optimizer.runner import check_model_present, scrub_log
+from model_optimizer.runner import check_model_present
 from model_optimizer.secrets import (
     redact_argv,
     redact_env,

@@ -6,6 +6,7 @@ from model_optimizer.errors import Diagnostic
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe.flags import known_flags
 from model_optimizer.recipe.knobs import KNOBS, knob_names
+from model_optimizer.recipe.placement_rules import placement_rules
 from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.security import check_security, flag_name
 from model_optimizer.recipe.validate import did_you_mean
@@ -30,7 +31,8 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """
     problems: list[Diagnostic] = []
     for rule in (_batch_rule, _cpu_rules, _workload_rules, _extra_args_rule,
-                 _sweep_rules, _tune_rules, _quality_rules, _parallel_rule, workload_rules):
+                 _sweep_rules, _tune_rules, _quality_rules, _parallel_rule, workload_rules,
+                 placement_rules):
         try:
             problems.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):

@@ -103,14 +103,23 @@ class EngineSpec(_Spec):
     startup_timeout_s: Number = 600
 
 
+class PlacementSpec(_Spec):
+    """``hardware.placement`` as explicit core lists (None: that part is not placed)."""
+
+    engine: tuple[int, ...] | None = None
+    server: tuple[int, ...] | None = None
+    client: tuple[int, ...] | None = None
+
+
 class HardwareSpec(_Spec):
-    """``hardware``: what the planner plans for."""
+    """``hardware``: what the planner plans for, and where the processes run."""
 
     accelerator: str = "H100"  # schema enum (plan's accelerator table)
     memory_gib: Number | None = None
     bandwidth_gbps: Number | None = None
     count: int = 1
     price_per_hour: Number | None = None
+    placement: Literal["auto", "none"] | PlacementSpec = "auto"
 
 
 class MixClassSpec(_Spec):
