@@ -70,6 +70,14 @@ def trained_model(pytestconfig) -> Path:
     return build_trained_model(ROOT / "models" / "tiny-llama-trained", on_step=progress)
 
 
+@pytest.fixture
+def recipe_copy(tmp_path, tiny_model) -> Path:
+    """The tiny CPU recipe in a scratch folder (a sweep rewrites its recipe file)."""
+    path = tmp_path / "tiny-cpu.yaml"
+    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    return path
+
+
 @pytest.fixture(autouse=True)
 def no_vllm_left_behind(monkeypatch):
     """Every integration test must leave no vLLM process running."""

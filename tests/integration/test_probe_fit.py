@@ -4,23 +4,16 @@ the fitted curve with its verdict in the revision, one confirming launch."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
 from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
 
-from .conftest import TINY_RECIPE, run_mopt
+from .conftest import run_mopt
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def recipe_copy(tmp_path, tiny_model) -> Path:
-    path = tmp_path / "tiny-cpu.yaml"
-    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
-    return path
 
 
 def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp_path):

@@ -13,16 +13,10 @@ from model_optimizer.sweep.strategy import Point, SweepConfig, choose
 from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 
 from .browser import render
-from .conftest import TINY_RECIPE, read_jsonl, run_mopt
+from .conftest import read_jsonl, run_mopt
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 
-
-@pytest.fixture
-def recipe_copy(tmp_path, tiny_model) -> Path:
-    path = tmp_path / "tiny-cpu.yaml"
-    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
-    return path
 
 
 def test_probe_scan_finds_a_knee_and_confirms_it_with_two_launches(recipe_copy, tmp_path):

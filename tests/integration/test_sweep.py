@@ -12,17 +12,10 @@ import pytest
 
 from model_optimizer.recipe import load_recipe
 
-from .conftest import TINY_RECIPE, run_mopt
+from .conftest import run_mopt
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def recipe_copy(tmp_path, tiny_model) -> Path:
-    """The tiny recipe in a scratch folder (a sweep rewrites its recipe file)."""
-    path = tmp_path / "tiny-cpu.yaml"
-    path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
-    return path
 
 
 def sweep_dir(runs: Path) -> Path:
