@@ -199,13 +199,14 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
 
 
 def _check_cpu_kv(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
-    problem = cpu_kv_dtype_problem(loaded.spec.engine.kv_cache_dtype or "auto",
-                                   machine.cpu_flags())
+    spec = loaded.spec
+    problem = cpu_kv_dtype_problem(spec.engine.kv_cache_dtype or "auto", machine.cpu_flags(),
+                                   spec.model.dtype)
     if problem:
         found.refusals.append(loaded.source_map.diagnostic(
             ("engine", "kv_cache_dtype"), problem,
-            "use kv_cache_dtype auto on this machine, or run on an x86 CPU with AVX-512 or "
-            "AMX (a GPU recipe is not affected)"))
+            "use kv_cache_dtype auto on this machine, serve the model in float32 "
+            "(model.dtype), or run on an x86 CPU with AVX-512 or AMX"))
 
 
 def _check_hub(repo: str, revision: str | None, filename: str, key: tuple, loaded: LoadedRecipe,

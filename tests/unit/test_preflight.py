@@ -240,3 +240,10 @@ def test_cpu_flags_are_read_from_this_machine():
     assert isinstance(flags, frozenset)
     if Path("/proc/cpuinfo").is_file():
         assert flags & {"sse2", "fp", "asimd", "avx2"}  # x86 or Arm: some base flag is there
+
+
+def test_an_fp8_kv_cache_for_a_float32_model_passes_without_avx512(tmp_path, tiny_model_dir):
+    """vLLM 0.32 serves fp8 KV with a float32 model on an AVX2-only CPU (measured here)."""
+    loaded = load_recipe(cpu_recipe(tmp_path, tiny_model_dir),
+                         ["engine.kv_cache_dtype=fp8", "model.dtype=float32"])
+    assert preflight(loaded, gpu_machine(flags=("avx2",))).refusals == []
