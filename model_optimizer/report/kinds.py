@@ -102,11 +102,17 @@ def _sweep_verdict(page: Page, summary: dict) -> None:
         page.verdict(f"nothing chosen: {reason}", "bad")
     elif summary.get("resolved") is False:
         page.verdict(f"NOT RESOLVED at this noise: {text}", "warn")
-    elif noise.get("exceeds_threshold"):
+    elif _noisy(noise, summary.get("plateau_threshold")):
         page.verdict(f"{text} (measured noise above the plateau threshold: the windows do "
                      "not resolve this choice)", "warn")
     else:
         page.verdict(text, "ok")
+
+
+def _noisy(noise: dict, threshold: float | None) -> bool:
+    """True when the measured noise between repeated windows exceeds the plateau threshold."""
+    cv = noise.get("cv")
+    return isinstance(cv, int | float) and isinstance(threshold, int | float) and cv > threshold
 
 
 def sweep_section(page: Page, folder: Path, status: dict) -> None:

@@ -66,6 +66,7 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
                "noise": measured_noise(state.history),
+               "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
                "strategy": state.strategy, "strategy_reason": state.strategy_reason,
                "launches": sum(p.launches for p in state.history) + state.server_launches

@@ -72,7 +72,7 @@ def _archive(folder: Path, kind: str, **files) -> Path:
 SWEEP_SUMMARY = {
     "param": "max_num_seqs", "objective": "qps", "strategy": "probe-scan", "launches": 2,
     "chosen": {"value": 32}, "chosen_reason": "the knee: within 5% of the best",
-    "noise": {"cv": 0.04, "exceeds_threshold": False},
+    "noise": {"cv": 0.04, "values": 2, "windows": 4}, "plateau_threshold": 0.05,
     "steps": [
         {"step": 1, "value": 8, "phase": "grow", "status": "ok", "qps": 23.61,
          "qps_half_width": 2.5, "ttft_p99_ms": 120.0, "reason": "start"},
@@ -101,6 +101,12 @@ def test_the_sweep_curve_is_drawn_by_value_with_error_bars_and_the_choice(tmp_pa
     assert html.count('class="err"') == 3 * 3                # a bar and two caps per point
     assert "chosen 32" in html
     assert "max_num_seqs=32: the knee" in html
+
+
+def test_a_sweep_noisier_than_its_threshold_says_the_windows_do_not_resolve_it(tmp_path):
+    summary = {**SWEEP_SUMMARY, "noise": {"cv": 0.11, "values": 3, "windows": 7}}
+    html = render_report(_archive(tmp_path / "sweep-4", "sweep", summary__json=summary))
+    assert 'class="verdict warn"' in html and "do not resolve this choice" in html
 
 
 def test_an_unresolved_sweep_says_so_first(tmp_path):
