@@ -24,7 +24,7 @@ from model_optimizer.models.pins import checkpoint_hash
 from .conftest import run_mopt
 from .test_quantize import require_quant_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 CLASSES = ("general", "math", "code")
 
 
