@@ -11,8 +11,10 @@ from pathlib import Path
 from model_optimizer.engine.factory import EngineFactory
 from model_optimizer.load.figures import FIGURE_KEYS, Figures
 from model_optimizer.plan import fits
+from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
+from model_optimizer.telemetry import cpu_flags
 
 EventCallback = Callable[[str, dict], None]
 __all__ = ["FIGURE_KEYS", "RESOURCE_KEYS", "Measurement", "measure_configuration",
@@ -58,6 +60,15 @@ def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None
     return None if ok else reason
 
 
+def machine_verdict(step: LoadedRecipe) -> str | None:
+    """Why this machine's CPU cannot serve the configuration on vLLM's CPU engine (an fp8
+    KV cache without AVX-512 or AMX), or None: checked before a launch that would fail."""
+    if step.resolved["hardware"]["accelerator"] != "cpu":
+        return None
+    return cpu_kv_dtype_problem(step.resolved["engine"].get("kv_cache_dtype") or "auto",
+                                cpu_flags())
+
+
 def objective_half_width(metrics: dict | Figures, objective: str) -> float | None:
     """The 95% half-width of the objective's steady-state interval, None without one."""
     return Figures.of(metrics).half_width(objective)
@@ -101,7 +112,8 @@ def measure_configuration(step: LoadedRecipe, runs_base: Path, *, repeats: int,
     ``while_serving(base_url)`` runs on the first repeat's server after its load test (the
     optimize gate evaluates quality there, without a launch of its own).
     """
-    verdict = planner_verdict(step, model_config)
+    verdict = planner_verdict(step, model_config) or (
+        machine_verdict(step) if engine_factory is None else None)  # the mock runs anything
     if verdict is not None:
         return Measurement("skipped", failure_kind="planner", reason=verdict,
                            figures={"status": "skipped", "reason": verdict})

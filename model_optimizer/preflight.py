@@ -16,6 +16,7 @@ every check is testable without the hardware it describes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -28,7 +29,9 @@ from urllib.parse import urlparse
 from model_optimizer.archive.versions import dist_version
 from model_optimizer.errors import Diagnostic, RecipeError
 from model_optimizer.fsutil import free_bytes
+from model_optimizer.plan.checkpoint_quant import checkpoint_quant
 from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
+from model_optimizer.plan.quant_schemes import cpu_isa_problem
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.telemetry import cpu_flags
@@ -167,7 +170,7 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
     spec, smap = loaded.spec, loaded.source_map
     named = spec.hardware.accelerator
     if named == "cpu":
-        _check_cpu_kv(loaded, machine, found)
+        _check_cpu_isa(loaded, machine, found)
         return
     gpus = machine.gpus()
     where = ("hardware", "accelerator")
@@ -198,15 +201,25 @@ def _check_accelerator(loaded: LoadedRecipe, machine: Machine, found: Preflight)
             "'.[gpu]'"))
 
 
-def _check_cpu_kv(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
-    spec = loaded.spec
-    problem = cpu_kv_dtype_problem(spec.engine.kv_cache_dtype or "auto", machine.cpu_flags(),
-                                   spec.model.dtype)
-    if problem:
+def _check_cpu_isa(loaded: LoadedRecipe, machine: Machine, found: Preflight) -> None:
+    """What this CPU's instruction set keeps vLLM's CPU engine from running: an fp8 KV cache
+    or a 4-bit (W4A16) checkpoint without AVX-512."""
+    spec, flags = loaded.spec, machine.cpu_flags()
+    if problem := cpu_kv_dtype_problem(spec.engine.kv_cache_dtype or "auto", flags):
         found.refusals.append(loaded.source_map.diagnostic(
             ("engine", "kv_cache_dtype"), problem,
-            "use kv_cache_dtype auto on this machine, serve the model in float32 "
-            "(model.dtype), or run on an x86 CPU with AVX-512 or AMX"))
+            "use kv_cache_dtype auto on this machine, or run on an x86 CPU with AVX-512 or AMX"))
+    config = Path(model_location(spec, loaded.base_dir)) / "config.json"
+    try:
+        quant = checkpoint_quant(json.loads(config.read_text()))
+    except (OSError, ValueError):
+        return  # no local config (a hub id, or refused by _check_model)
+    if quant is not None and quant.scheme == "int4" and (
+            problem := cpu_isa_problem("w4a16", flags)):
+        found.refusals.append(loaded.source_map.diagnostic(
+            ("model", "path"), f"{config.parent.name} is a {quant.method} 4-bit checkpoint: "
+            f"{problem}", "serve the unquantized model or an fp8_dynamic checkpoint here, or "
+            "run on an x86 CPU with AVX-512"))
 
 
 def _check_hub(repo: str, revision: str | None, filename: str, key: tuple, loaded: LoadedRecipe,

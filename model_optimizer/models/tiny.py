@@ -9,8 +9,11 @@ same architecture trained on a synthetic corpus, for quality figures that mean s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -108,6 +111,28 @@ def llama_config(spec: TinyModelSpec):
     )
 
 
+@contextlib.contextmanager
+def build_lock(out: Path) -> Iterator[None]:
+    """Hold the lock of building ``out`` (a sibling ``.<name>.lock`` file): two processes that
+    build the same model (two test workers, two `mopt tiny-model` calls) take turns, and the
+    second finds the first's finished folder instead of writing over it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def built_with(out: Path, marker: dict) -> bool:
+    """True when ``out`` holds a finished build whose marker file equals ``marker``."""
+    try:
+        return json.loads((out / MARKER_FILE).read_text()) == marker
+    except (OSError, ValueError):
+        return False
+
+
 def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
                      force: bool = False) -> Path:
     """Write a servable tiny Llama checkpoint to ``out_dir`` and return its path.
@@ -116,13 +141,16 @@ def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
     """
     spec = spec or TinyModelSpec()
     out = Path(out_dir)
+    if not force and built_with(out, asdict(spec)):
+        return out
+    with build_lock(out):
+        if force or not built_with(out, asdict(spec)):
+            _write_tiny_model(out, spec)
+    return out
+
+
+def _write_tiny_model(out: Path, spec: TinyModelSpec) -> None:
     marker = out / MARKER_FILE
-    if not force and marker.is_file():
-        try:
-            if json.loads(marker.read_text()) == asdict(spec):
-                return out
-        except (OSError, ValueError):
-            pass
     out.mkdir(parents=True, exist_ok=True)
 
     import torch
@@ -135,4 +163,3 @@ def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
     model = LlamaForCausalLM(config).to(dtype)
     model.save_pretrained(str(out), safe_serialization=True)
     marker.write_text(json.dumps(asdict(spec), indent=2) + "\n")
-    return out

@@ -29,7 +29,13 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from model_optimizer.models.tiny import MARKER_FILE, TinyModelSpec, save_tokenizer
+from model_optimizer.models.tiny import (
+    MARKER_FILE,
+    TinyModelSpec,
+    build_lock,
+    built_with,
+    save_tokenizer,
+)
 
 NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
            "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
@@ -198,13 +204,17 @@ def build_trained_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
     training = training or TrainingSpec()
     out = Path(out_dir)
     marker = {**asdict(spec), "training": asdict(training)}
+    if not force and built_with(out, marker):
+        return out
+    with build_lock(out):  # a second builder waits, then finds this one's model
+        if force or not built_with(out, marker):
+            _train_and_write(out, spec, training, marker, on_step)
+    return out
+
+
+def _train_and_write(out: Path, spec: TinyModelSpec, training: TrainingSpec, marker: dict,
+                     on_step) -> None:
     marker_path = out / MARKER_FILE
-    if not force and marker_path.is_file():
-        try:
-            if json.loads(marker_path.read_text()) == marker:
-                return out
-        except (OSError, ValueError):
-            pass
     out.mkdir(parents=True, exist_ok=True)
 
     import torch
@@ -219,4 +229,3 @@ def build_trained_model(out_dir: str | Path, spec: TinyModelSpec | None = None,
     model.to(getattr(torch, spec.dtype)).save_pretrained(str(out), safe_serialization=True)
     marker_path.write_text(json.dumps(marker, indent=2) + "\n")
     (out / "mopt-training.json").write_text(json.dumps({"final_loss": loss}, indent=2) + "\n")
-    return out

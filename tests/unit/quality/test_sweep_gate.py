@@ -71,6 +71,33 @@ def test_a_candidate_failing_the_gate_is_an_explained_step_and_never_written(
     assert "fp8" in summary and "quality" in summary
 
 
+def test_a_value_this_cpu_cannot_run_is_skipped_before_any_eval_or_launch(
+        recipe, tmp_path, monkeypatch):
+    """fp8 KV on an AVX2-only CPU: vLLM would stop at start, so neither the gate's eval nor
+    the load test launches it; the step says why."""
+    cpuinfo = tmp_path / "cpuinfo-avx2"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
+    monkeypatch.setattr("model_optimizer.telemetry.memory.CPUINFO_PATH", str(cpuinfo))
+    launched, evaluated = [], []
+
+    def fake_run(step, runs_base, on_event=None, archive_extra=None, **kwargs):
+        launched.append(step.resolved["engine"]["kv_cache_dtype"])
+        metrics = {"qps": 20.0, "goodput_qps": 20.0, "slo_met": True, "output_tok_s": 640.0}
+        return RunOutcome("ok", Path(runs_base) / "r", f"run-{len(launched)}", metrics)
+
+    monkeypatch.setattr(measure_module, "run_recipe", fake_run)
+    monkeypatch.setattr(search_gate, "load_baseline",
+                        lambda *a, **k: SimpleNamespace(run_id="base-eval"))
+    monkeypatch.setattr(search_gate, "evaluate", lambda step, **k: evaluated.append(step))
+    outcome = start_sweep(load_recipe(recipe), tmp_path / "runs",
+                          flags={"values": ["auto", "fp8"]})
+    assert launched == ["auto"] and evaluated == []
+    assert outcome.chosen.value == "auto"
+    state = yaml.safe_load((outcome.archive / "state.json").read_text())
+    assert state["figures"]["fp8"]["status"] == "skipped"
+    assert "needs AVX-512 or AMX" in state["figures"]["fp8"]["reason"]
+
+
 def test_a_tune_trial_failing_the_gate_is_infeasible(recipe, tmp_path, monkeypatch):
     from model_optimizer.tune.loop import start_tune
 
