@@ -18,6 +18,7 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.events import Event, QuantizeStage, QuantizeStarted
 
 
 @handle_errors
@@ -52,12 +53,12 @@ def quantize(
                          runs_dir_opt)
     say = progress_console(as_json)
 
-    def on_event(kind: str, data: dict) -> None:
-        if kind == "start":
-            say.print(f"quantize {data['scheme']}: calibration {data['calibration']}; "
-                      f"archive {data['archive']}", highlight=False)
-        elif kind == "quantize_stage":
-            say.print(f"  {data['text']}", highlight=False)
+    def on_event(event: Event) -> None:
+        if isinstance(event, QuantizeStarted):
+            say.print(f"quantize {event.scheme}: calibration {event.calibration}; "
+                      f"archive {event.archive}", highlight=False)
+        elif isinstance(event, QuantizeStage):
+            say.print(f"  {event.text}", highlight=False)
 
     result = run_quantize(loaded, runs_dir(runs_dir_opt), output or recipe, force=force,
                           on_event=on_event)
