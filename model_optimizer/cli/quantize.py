@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import (
     JsonOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     console,
@@ -26,8 +26,7 @@ def quantize(
     recipe: OptionalRecipeArg = None,
     scheme: Annotated[str | None, typer.Option(help="w4a16, w8a8, fp8_dynamic or nvfp4 "
                       "(GPU-only); short for --set quantize.scheme=...")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead "
-                      "of over RECIPE.")] = None,
+    output: RevisionOutputOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing checkpoint "
                      "folder.")] = False,
     overrides: SetOption = None,

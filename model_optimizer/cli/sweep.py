@@ -13,7 +13,9 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    ModelConfigOption,
     NoQualityGateOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -115,11 +117,8 @@ def sweep(
     strict: Annotated[bool, typer.Option(
         "--strict", help="probe-fit: write nothing when the knee is not resolved at this "
                          "noise (exit 4).")] = False,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
-                                                "over RECIPE.")] = None,
-    model_config: Annotated[Path | None, typer.Option(
-        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
-    = None,
+    output: RevisionOutputOption = None,
+    model_config: ModelConfigOption = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
                                                 "runs/ folder.",
                                                 autocompletion=complete_search)] = None,

@@ -13,7 +13,9 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    ModelConfigOption,
     NoQualityGateOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -129,11 +131,8 @@ def tune(
              "SQLite inside the tune archive).")] = None,
     study_name: Annotated[str | None, typer.Option(
         "--study-name", help="Name of the shared study (the same on every worker).")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
-                                                "over RECIPE.")] = None,
-    model_config: Annotated[Path | None, typer.Option(
-        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
-    = None,
+    output: RevisionOutputOption = None,
+    model_config: ModelConfigOption = None,
     scan: Annotated[bool | None, typer.Option(
         "--scan/--no-scan", help="With max_num_seqs in tune.params: each trial launches the "
         "other knobs once at the largest max_num_seqs that fits and measures every "
