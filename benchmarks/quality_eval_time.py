@@ -54,7 +54,7 @@ def main() -> None:
     loaded = load_recipe(RECIPE)
     holder = RunArchive.create(runs / "server", "server", kind="eval")
     on_server, gated, launches = [], [], []
-    with serve(loaded, holder, lambda phase, data: None) as endpoint:
+    with serve(loaded, holder, lambda event: None) as endpoint:
         first = evaluate(loaded, url=endpoint.base_url, runs_base=runs)
         fp8 = variant(loaded, ["engine.kv_cache_dtype=fp8"])
         for _ in range(args.repeats):

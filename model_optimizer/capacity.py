@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,18 @@ from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine.factory import EngineCommand, EngineFactory, plan_server
 from model_optimizer.engine.placement import resolve_placement
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
+from model_optimizer.events import (
+    ArchiveOpened,
+    Done,
+    Event,
+    EventCallback,
+    LoadProgress,
+    Stopping,
+    WindowDone,
+    WindowStarted,
+    eta_s,
+    quiet,
+)
 from model_optimizer.load.rate_search import RateSearchConfig, RateStep, judge, next_rate, summary
 from model_optimizer.load.sizing import size
 from model_optimizer.load.workload import ItemsFrom
@@ -52,7 +63,6 @@ from model_optimizer.runner import (
 from model_optimizer.secrets import redact_url, secret_values
 from model_optimizer.signals import interrupts_deferred
 
-EventCallback = Callable[[str, dict], None]
 OVERRUN_FACTOR = 1.5
 #: fraction of the sustainable rate each server keeps free when sizing a fleet
 DEFAULT_HEADROOM = 0.2
@@ -117,7 +127,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     ``engine_factory`` chooses the server process, vLLM by default); the answer is sized
     for ``target_rate`` req/s with ``headroom`` and priced from ``hardware.price_per_hour``
     (``result["sizing"]``, see ``load.sizing``)."""
-    emit = on_event or (lambda phase, data: None)
+    emit = on_event or quiet
     recipe = loaded.resolved
     config = RateSearchConfig(**loaded.spec.capacity.model_dump())
     engine = None
@@ -138,7 +148,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     if server is not None:
         engine, url = server.process(archive.file(ENGINE_LOG)), server.base_url
     outcome = CapacityOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
-    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    emit(ArchiveOpened(archive.id, str(archive.path)))
     steps: list[RateStep] = []
     try:
         if engine is not None:
@@ -155,7 +165,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
         with interrupts_deferred():
             items.close()
             if engine is not None:
-                emit("stopping", {})
+                emit(Stopping())
                 engine.stop()
                 scrub_log(archive.file(ENGINE_LOG),
                           secret_values(engine.argv, engine.env_extra))
@@ -163,7 +173,7 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
             outcome.result["sizing"] = size(outcome.result, target_rate, headroom,
                                             loaded.spec.hardware.price_per_hour).to_dict()
             _finalize(archive, loaded, outcome, steps)
-        emit("done", outcome.to_dict())
+        emit(Done(outcome.to_dict()))
     return outcome
 
 
@@ -171,19 +181,20 @@ def _search(archive, loaded, url, model_name, config, items, engine, steps, emit
     """Measure and judge windows until the strategy stops (every prompt from ``items``)."""
     recipe = loaded.resolved
     placement = engine.placement if engine is not None else resolve_placement(loaded.spec)
-    sent = 0
+    sent, started = 0, time.monotonic()
     while (rate := next_rate(config, steps)) is not None:
         index = len(steps)
         workload = window_workload(recipe["workload"], rate, config, index)
-        emit("window", {"index": index, "rate": rate})
+        emit(WindowStarted(index, rate, config.max_windows,
+                           eta_s(time.monotonic() - started, index, config.max_windows)))
         measurement = _WindowMeasurement(archive, ItemsFrom(items, sent), index, rate)
         window = RunOutcome(STATUS_OK, archive.path, archive.id, workload=workload)
         opened: list[float] = []
 
-        def track(phase: str, data: dict, opened=opened) -> None:
-            if phase == "progress" and data.get("phase") == "measure" and not opened:
+        def track(event: Event, opened=opened) -> None:
+            if isinstance(event, LoadProgress) and event.phase == "measure" and not opened:
                 opened.append(time.monotonic())
-            emit(phase, data)
+            emit(event)
 
         def should_stop(opened=opened) -> str | None:
             if engine is not None and not engine.alive():
@@ -207,7 +218,7 @@ def _search(archive, loaded, url, model_name, config, items, engine, steps, emit
         steps.append(RateStep(rate, passed, reason, figures))
         archive.append_jsonl(WINDOWS_FILE, {"window": index, "rate": rate,
                                                "passed": passed, "reason": reason, **figures})
-        emit("window_done", {"index": index, "rate": rate, "passed": passed, "reason": reason})
+        emit(WindowDone(index, rate, passed, reason))
         if result.stopped_reason == "engine died":
             return
 

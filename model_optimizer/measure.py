@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
+from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import FIGURE_KEYS, Figures
 from model_optimizer.plan import fits
 from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
@@ -16,7 +17,6 @@ from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.telemetry import cpu_flags
 
-EventCallback = Callable[[str, dict], None]
 __all__ = ["FIGURE_KEYS", "RESOURCE_KEYS", "Measurement", "measure_configuration",
            "objective_half_width", "planner_verdict", "step_figures", "variant"]
 #: what the configuration cost, from the telemetry peaks (step figures only)

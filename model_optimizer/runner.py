@@ -44,6 +44,19 @@ from model_optimizer.errors import (
     MoptError,
     UsageError,
 )
+from model_optimizer.events import (
+    ArchiveOpened,
+    Done,
+    EventCallback,
+    LoadProgress,
+    LoadStarted,
+    Ready,
+    StartFailed,
+    Starting,
+    Stopping,
+    Waiting,
+    quiet,
+)
 from model_optimizer.fsutil import disk_full
 from model_optimizer.httpcall import join_url
 from model_optimizer.load import prompts_needed, run_load_sync
@@ -62,7 +75,6 @@ from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import TelemetrySampler
 
 log = logging.getLogger(__name__)
-EventCallback = Callable[[str, dict], None]
 NO_REQUEST_COMPLETED = "no_request_completed"
 RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR, DISK_FULL)  # exit 5
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
@@ -190,7 +202,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
     evaluates quality there without a second launch).
     Raises KeyboardInterrupt after archiving as ``interrupted`` when interrupted.
     """
-    emit = on_event or (lambda phase, data: None)
+    emit = on_event or quiet
     spec = loaded.spec
     workload = effective_workload(spec, workload_override)
     location = check_model_present(loaded)
@@ -199,7 +211,7 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
                                       {"workload": workload, **(archive_extra or {})})
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
-    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    emit(ArchiveOpened(archive.id, str(archive.path)))
     try:
         launch_engine(engine, archive, emit, outcome)
         if outcome.failure is None:
@@ -216,32 +228,32 @@ def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
         _internal_failure(archive, outcome, exc)
     finally:
         with interrupts_deferred():
-            emit("stopping", {})
+            emit(Stopping())
             engine.stop()
             scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
             items.close()
             _finalize(archive, loaded, outcome)
-        emit("done", outcome.to_dict())
+        emit(Done(outcome.to_dict()))
     return outcome
 
 
 def launch_engine(engine: EngineProcess, archive: RunArchive, emit: EventCallback,
                   outcome: RunOutcome) -> None:
-    emit("starting", {"argv": engine.argv})
+    emit(Starting(engine.argv))
     engine.start()
     archive.set_status("running", phase="starting", **engine.identity())
     try:
         outcome.ready_after_s = engine.wait_ready(
-            on_tick=lambda elapsed: emit("waiting", {"elapsed_s": elapsed}))
+            on_tick=lambda elapsed: emit(Waiting(elapsed)))
     except EngineStartError as exc:
         outcome.failure = exc.failure
         outcome.status = failed_status(exc.failure.kind)
         archive.write_json(FAILURE_FILE, exc.failure.to_dict())
-        emit("start_failed", exc.failure.to_dict())
+        emit(StartFailed(exc.failure.to_dict()))
         return
     archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s,
                        placement_seen=engine.placement_seen)
-    emit("ready", {"ready_after_s": outcome.ready_after_s})
+    emit(Ready(outcome.ready_after_s))
 
 
 def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, workload: dict,
@@ -271,7 +283,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     placement's client cores (``engine/placement.py``); return LoadResult."""
     prompts = measurement.items
     archive.set_status("running", phase="load")
-    emit("load", {"workload": workload})
+    emit(LoadStarted(workload))
     with client_placed(placement):  # before the sampler starts: its thread inherits
         sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
                                    on_sample=measurement.on_sample)
@@ -280,7 +292,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
             return run_load_sync(
                 base_url, model_name, workload, prompts, on_record=measurement.on_record,
                 should_stop=should_stop, on_progress=lambda snap: emit(
-                    "progress", {**snap, "telemetry": sampler.snapshot()}))
+                    LoadProgress(**snap, telemetry=sampler.snapshot())))
         finally:
             outcome.telemetry_peaks = sampler.stop().peaks
 
@@ -294,7 +306,7 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     Archived like a run (kind ``bench``), without an engine log or argv; ``archive_extra``
     goes into run.json (a probe-scan level names its sweep and scan server there).
     """
-    emit = on_event or (lambda phase, data: None)
+    emit = on_event or quiet
     spec = loaded.spec
     workload, placement = effective_workload(spec), resolve_placement(spec)
     reap_abandoned(runs_base)
@@ -305,7 +317,7 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
                               **(archive_extra or {})}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
-    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    emit(ArchiveOpened(archive.id, str(archive.path)))
     try:
         result = measure_endpoint(base_url, model_name, workload, archive, measurement, emit,
                                   outcome, server_pid=server_pid, placement=placement)
@@ -322,7 +334,7 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     finally:
         items.close()
         _finalize(archive, loaded, outcome)
-        emit("done", outcome.to_dict())
+        emit(Done(outcome.to_dict()))
     return outcome
 
 
@@ -365,12 +377,12 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
     and yield ``(engine, outcome)`` for loads run elsewhere (probe-scan). ``engine`` is None
     when the start failed (``outcome.failure`` says why). The server group is always stopped
     and the archive finished on exit, also on Ctrl-C."""
-    emit = on_event or (lambda phase, data: None)
+    emit = on_event or quiet
     check_model_present(loaded)
     archive, engine = archived_engine(loaded, runs_base, engine_factory, "server",
                                       {"kind": "server", **(archive_extra or {})})
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id)
-    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    emit(ArchiveOpened(archive.id, str(archive.path)))
     try:
         launch_engine(engine, archive, emit, outcome)
         yield (engine if outcome.failure is None else None), outcome
@@ -379,7 +391,7 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
         outcome.status = STATUS_OK if failure is None else failed_status(failure.kind)
     finally:
         with interrupts_deferred():
-            emit("stopping", {})
+            emit(Stopping())
             engine.stop()
             scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
             _finalize(archive, loaded, outcome)

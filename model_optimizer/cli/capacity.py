@@ -22,8 +22,9 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.current import ForceOption, prepare_launch
 from model_optimizer.cli.endpoint import endpoint_model
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.progress import RunProgress, bound_text
 from model_optimizer.errors import UsageError
+from model_optimizer.events import Event, LoadStarted, WindowDone, WindowStarted
 from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
 
 #: the recipe of ``mopt capacity --url`` without one: defaults, then --set
@@ -33,15 +34,16 @@ BARE_CAPACITY_RECIPE = "recipe_version: 1\nname: capacity\nmodel: {path: endpoin
 class CapacityProgress(RunProgress):
     """Run progress plus one line per judged window."""
 
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "window":
-            self._log(f"window {data['index']}: {data['rate']:.3g} req/s offered ...")
-        elif phase == "window_done":
-            verdict = "passed" if data["passed"] else "FAILED"
-            self._log(f"window {data['index']}: {data['rate']:.3g} req/s {verdict}: "
-                      f"{data['reason']}")
-        elif phase != "load":
-            super().__call__(phase, data)
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, WindowStarted):
+            self._log(f"window {event.index}: {event.rate:.3g} req/s offered ..."
+                      f"{bound_text(event.index, event.total, event.eta_s)}")
+        elif isinstance(event, WindowDone):
+            verdict = "passed" if event.passed else "FAILED"
+            self._log(f"window {event.index}: {event.rate:.3g} req/s {verdict}: "
+                      f"{event.reason}")
+        elif not isinstance(event, LoadStarted):
+            super().__call__(event)
 
 
 def _capacity_recipe(recipe: Path | None, url: str | None, overrides: list[str] | None,

@@ -74,6 +74,12 @@ RunsDirOption = Annotated[
     Path | None,
     typer.Option("--runs-dir", help="Where run archives go (default: $MOPT_RUNS_DIR or runs/).",
                  show_default=False)]
+ModelConfigOption = Annotated[
+    Path | None,
+    typer.Option("--model-config", help="The model's config.json for the planner when the "
+                 "weights are not on this machine (e.g. examples/llama-2-7b-config.json).")]
+RevisionOutputOption = Annotated[Path | None, typer.Option(
+    "--output", help="Write the new revision here instead of over RECIPE.")]
 RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML file.", show_default=False,
                                           metavar="RECIPE")]
 

@@ -27,6 +27,7 @@ from model_optimizer.cli.current import (
 )
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
+from model_optimizer.events import Event, Generated, LmEval, Scoring
 from model_optimizer.quality import evaluate, quality_of
 from model_optimizer.quality.config import LmEvalConfig
 from model_optimizer.quality.evaluate import EvalOutcome
@@ -37,15 +38,15 @@ from model_optimizer.signals import terminate_as_interrupt
 class EvalProgress(RunProgress):
     """RunProgress plus the eval's own phases."""
 
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "generated":
-            self._show(f"generating: {data['done']}/{data['total']}")
-        elif phase == "scoring":
-            self._show(f"scoring next-token distributions on {data['on']} ...")
-        elif phase == "lm_eval":
-            self._log(f"lm-eval: {', '.join(data['tasks'])} ...")
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Generated):
+            self._show(f"generating: {event.done}/{event.total}")
+        elif isinstance(event, Scoring):
+            self._show(f"scoring next-token distributions on {event.on} ...")
+        elif isinstance(event, LmEval):
+            self._log(f"lm-eval: {', '.join(event.tasks)} ...")
         else:
-            super().__call__(phase, data)
+            super().__call__(event)
 
 
 def _exit_code(outcome: EvalOutcome) -> int:

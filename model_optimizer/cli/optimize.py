@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,8 +19,16 @@ from model_optimizer.cli.common import (
     handle_errors,
     progress_console,
 )
-from model_optimizer.cli.progress import SearchProgress, run_search
+from model_optimizer.cli.progress import SearchProgress, run_search, steps_text
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    Event,
+    QuantizeStage,
+    QuantizeStarted,
+    StageDone,
+    StageSkipped,
+    StageStarted,
+)
 from model_optimizer.recipe import load_recipe
 
 
@@ -29,29 +37,30 @@ class OptimizeProgress(SearchProgress):
 
     noun = "optimize"
 
-    def handlers(self) -> dict[str, Callable[[dict], None]]:
-        """The pipeline's phases: each stage, skipped or done, and the quantizer's steps."""
-        return {"stage": self._on_stage, "stage_skipped": self._on_stage_skipped,
-                "stage_done": self._on_stage_done, "start": self._on_start,
-                "quantize_stage": self._on_quantize_stage}
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The pipeline's events: each stage, skipped or done, and the quantizer's steps."""
+        return {StageStarted: self._on_stage, StageSkipped: self._on_stage_skipped,
+                StageDone: self._on_stage_done, QuantizeStarted: self._on_start,
+                QuantizeStage: self._on_quantize_stage}
 
-    def _on_stage(self, data: dict) -> None:
-        self._log(f"stage {data['stage']}")
+    def _on_stage(self, event: StageStarted) -> None:
+        self._log(f"stage {event.stage}{steps_text(event.done, event.total, event.eta_s)}")
 
-    def _on_stage_skipped(self, data: dict) -> None:
-        self._log(f"stage {data['stage']}: already {data['status']} (resumed)")
+    def _on_stage_skipped(self, event: StageSkipped) -> None:
+        self._log(f"stage {event.stage}: already {event.status} (resumed)")
 
-    def _on_stage_done(self, data: dict) -> None:
-        qps = (data.get("figures") or {}).get("qps")
+    def _on_stage_done(self, event: StageDone) -> None:
+        record = event.record
+        qps = (record.get("figures") or {}).get("qps")
         extra = f", {qps:.1f} req/s" if isinstance(qps, int | float) else ""
-        why = f" ({data['reason']})" if data.get("reason") else ""
-        self._log(f"  -> {data.get('status')}{why}{extra} in {data.get('seconds')} s")
+        why = f" ({record['reason']})" if record.get("reason") else ""
+        self._log(f"  -> {record.get('status')}{why}{extra} in {record.get('seconds')} s")
 
-    def _on_start(self, data: dict) -> None:
-        self._log(f"  quantizing {data['scheme']} ({data['calibration']})")
+    def _on_start(self, event: QuantizeStarted) -> None:
+        self._log(f"  quantizing {event.scheme} ({event.calibration})")
 
-    def _on_quantize_stage(self, data: dict) -> None:
-        self._log(f"    {data['text']}")
+    def _on_quantize_stage(self, event: QuantizeStage) -> None:
+        self._log(f"    {event.text}")
 
 
 def _recipe_for(target: Path, output: Path | None) -> Path:

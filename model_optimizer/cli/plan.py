@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -11,6 +10,7 @@ from rich.table import Table
 
 from model_optimizer.cli.common import (
     JsonOption,
+    ModelConfigOption,
     SetOption,
     console,
     handle_errors,
@@ -87,10 +87,7 @@ def plan_table(report: PlanReport) -> Table:
 @handle_errors
 def plan(
     recipe: OptionalRecipeArg = None,
-    model_config: Annotated[
-        Path | None,
-        typer.Option("--model-config", help="The model's config.json when the weights are not "
-                     "on this machine (e.g. examples/llama-2-7b-config.json).")] = None,
+    model_config: ModelConfigOption = None,
     overrides: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:

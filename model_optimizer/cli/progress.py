@@ -1,4 +1,7 @@
-"""Live progress for long commands: phase, requests done, live QPS and TTFT."""
+"""Live progress for long commands: phase, requests done, live QPS and TTFT, steps and ETA.
+
+Listeners of the typed events in ``model_optimizer/events.py``: they dispatch on the class.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,45 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
+
+from model_optimizer.events import (
+    ArchiveOpened,
+    Event,
+    LoadProgress,
+    LoadStarted,
+    Ready,
+    StartFailed,
+    Starting,
+    Stopping,
+    Waiting,
+)
+
+#: the events of one run (runner.run_recipe), shown by RunProgress itself
+RUN_EVENTS: tuple[type[Event], ...] = (ArchiveOpened, Starting, Waiting, Ready, StartFailed,
+                                       LoadStarted, LoadProgress, Stopping)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def eta_text(eta: float | None) -> str:
+    """``, ETA 3 min`` (seconds under 90 s), or ``""`` when unknown."""
+    return "" if eta is None else f", ETA {_duration(eta)}"
+
+
+def steps_text(done: int, total: int | None, eta: float | None) -> str:
+    """`` [2/5 done, ETA 3 min]`` for a step of work whose count is known, else ``""``."""
+    return "" if total is None else f" [{done}/{total} done{eta_text(eta)}]"
+
+
+def bound_text(done: int, total: int | None, eta: float | None) -> str:
+    """`` [2 of at most 8 done, at most 3 min left]`` for work with an upper bound of steps
+    (capacity's max_windows), else ``""``."""
+    if total is None:
+        return ""
+    left = "" if eta is None else f", at most {_duration(eta)} left"
+    return f" [{done} of at most {total} done{left}]"
 
 
 class RunProgress:
@@ -38,33 +80,34 @@ class RunProgress:
     def _log(self, text: str) -> None:
         self.console.print(f"{self.label}{text}", highlight=False, markup=False)
 
-    def __call__(self, phase: str, data: dict) -> None:
+    def __call__(self, event: Event) -> None:
         """Runner event callback."""
-        if phase == "archive":
-            self._log(f"archive: {data['path']}")
-        elif phase == "starting":
-            self._log("starting vLLM ...")
-        elif phase == "waiting":
-            self._show(f"waiting for the server to be healthy ({data['elapsed_s']:.0f} s)")
-        elif phase == "ready":
-            self._log(f"server healthy after {data['ready_after_s']:.1f} s")
-        elif phase == "start_failed":
-            self._log(f"server failed to start: {data['class']}")
-        elif phase == "load":
-            self._log("load test running (warm-up first) ...")
-        elif phase == "progress":
-            self._show(self._progress_text(data))
-        elif phase == "stopping":
-            self._show("stopping the server ...")
+        match event:
+            case ArchiveOpened():
+                self._log(f"archive: {event.path}")
+            case Starting():
+                self._log("starting vLLM ...")
+            case Waiting():
+                self._show(f"waiting for the server to be healthy ({event.elapsed_s:.0f} s)")
+            case Ready():
+                self._log(f"server healthy after {event.ready_after_s:.1f} s")
+            case StartFailed():
+                self._log(f"server failed to start: {event.failure['class']}")
+            case LoadStarted():
+                self._log("load test running (warm-up first) ...")
+            case LoadProgress():
+                self._show(self._progress_text(event))
+            case Stopping():
+                self._show("stopping the server ...")
 
-    def _progress_text(self, data: dict) -> str:
-        total = f"/{self.total}" if self.total and data.get("phase") == "measure" else ""
-        ttft = data.get("ttft_p50_ms")
-        telemetry = data.get("telemetry") or {}
+    def _progress_text(self, event: LoadProgress) -> str:
+        total = f"/{self.total}" if self.total and event.phase == "measure" else ""
+        ttft = event.ttft_p50_ms
+        telemetry = event.telemetry or {}
         kv = telemetry.get("kv_cache_usage_perc")
-        parts = [f"{data.get('phase', '')}: {data.get('done', 0)}{total} done",
-                 f"{data.get('failed', 0)} failed", f"{data.get('in_flight', 0)} in flight",
-                 f"{data.get('qps', 0):.2f} req/s",
+        parts = [f"{event.phase}: {event.done}{total} done",
+                 f"{event.failed} failed", f"{event.in_flight} in flight",
+                 f"{event.qps:.2f} req/s",
                  f"TTFT p50 {ttft:.0f} ms" if ttft is not None else "TTFT p50 -"]
         if kv is not None:
             parts.append(f"KV {kv * 100:.0f}%")
@@ -75,33 +118,33 @@ class SearchProgress(RunProgress):
     """Progress of a search (sweep, tune): its archive once, then its own phases' handlers.
 
     The first ``archive`` event names the search's own folder; the nested run archives that
-    follow are not announced. A subclass lists its phases in ``handlers()``; other phases
-    (the runs' own) fall back to the run display.
+    follow are not announced. A subclass lists its events in ``handlers()`` (by class); other
+    events (the runs' own) fall back to the run display.
     """
 
     noun = "search"
     search_path: str | None = None
 
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "archive":
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ArchiveOpened):
             if self.search_path is None:
-                self.search_path = data["path"]
-                self._announce(data)
+                self.search_path = event.path
+                self._announce(event)
             return
-        handler = self.handlers().get(phase)
+        handler = self.handlers().get(type(event))
         if handler is not None:
-            handler(data)
+            handler(event)
         else:
-            super().__call__(phase, data)
+            super().__call__(event)
 
-    def handlers(self) -> dict[str, Callable[[dict], None]]:
-        """The search's own phases and what each shows (none here)."""
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The search's own event classes and what each shows (none here)."""
         return {}
 
-    def _announce(self, data: dict) -> None:
-        resumed = data.get("resumed")
+    def _announce(self, event: ArchiveOpened) -> None:
+        resumed = event.resumed
         note = f" (resuming: {resumed} already done)" if resumed is not None else ""
-        self._log(f"{self.noun} archive: {data['path']}{note}")
+        self._log(f"{self.noun} archive: {event.path}{note}")
 
 
 def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,

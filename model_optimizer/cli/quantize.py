@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import (
     JsonOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     console,
@@ -18,6 +18,7 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.events import Event, QuantizeStage, QuantizeStarted
 
 
 @handle_errors
@@ -25,8 +26,7 @@ def quantize(
     recipe: OptionalRecipeArg = None,
     scheme: Annotated[str | None, typer.Option(help="w4a16, w8a8, fp8_dynamic or nvfp4 "
                       "(GPU-only); short for --set quantize.scheme=...")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead "
-                      "of over RECIPE.")] = None,
+    output: RevisionOutputOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing checkpoint "
                      "folder.")] = False,
     overrides: SetOption = None,
@@ -52,12 +52,12 @@ def quantize(
                          runs_dir_opt)
     say = progress_console(as_json)
 
-    def on_event(kind: str, data: dict) -> None:
-        if kind == "start":
-            say.print(f"quantize {data['scheme']}: calibration {data['calibration']}; "
-                      f"archive {data['archive']}", highlight=False)
-        elif kind == "quantize_stage":
-            say.print(f"  {data['text']}", highlight=False)
+    def on_event(event: Event) -> None:
+        if isinstance(event, QuantizeStarted):
+            say.print(f"quantize {event.scheme}: calibration {event.calibration}; "
+                      f"archive {event.archive}", highlight=False)
+        elif isinstance(event, QuantizeStage):
+            say.print(f"  {event.text}", highlight=False)
 
     result = run_quantize(loaded, runs_dir(runs_dir_opt), output or recipe, force=force,
                           on_event=on_event)

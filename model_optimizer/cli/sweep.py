@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -13,7 +13,9 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    ModelConfigOption,
     NoQualityGateOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -27,8 +29,19 @@ from model_optimizer.cli.current import (
     check_resume,
     prepare_launch,
 )
-from model_optimizer.cli.progress import SearchProgress, run_search
+from model_optimizer.cli.progress import SearchProgress, run_search, steps_text
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    Event,
+    KneeFitted,
+    ProbeFailed,
+    ProbeServerStarted,
+    SweepConfirm,
+    SweepConfirmed,
+    SweepSkipped,
+    SweepStep,
+    SweepStepDone,
+)
 
 
 class SweepProgress(SearchProgress):
@@ -36,41 +49,42 @@ class SweepProgress(SearchProgress):
 
     noun = "sweep"
 
-    def handlers(self) -> dict[str, Callable[[dict], None]]:
-        """The sweep's phases: each step, its result, planner skips, the confirmation."""
-        return {"step": self._on_step, "step_done": self._on_step_done,
-                "skipped": self._on_skipped, "confirm": self._on_confirm,
-                "confirmed": self._on_confirmed, "probe_server": self._on_probe_server,
-                "probe_failed": self._on_probe_failed, "knee": self._on_knee}
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The sweep's events: each step, its result, planner skips, the confirmation."""
+        return {SweepStep: self._on_step, SweepStepDone: self._on_step_done,
+                SweepSkipped: self._on_skipped, SweepConfirm: self._on_confirm,
+                SweepConfirmed: self._on_confirmed, ProbeServerStarted: self._on_probe_server,
+                ProbeFailed: self._on_probe_failed, KneeFitted: self._on_knee}
 
-    def _on_step(self, data: dict) -> None:
-        self._log(f"step {data['index']}: {data['value']} ({data['reason']})")
+    def _on_step(self, event: SweepStep) -> None:
+        self._log(f"step {event.index}: {event.value} ({event.reason})"
+                  f"{steps_text(event.done, event.total, event.eta_s)}")
 
-    def _on_step_done(self, data: dict) -> None:
-        metric = fmt(data["metric"], 2) if data["metric"] is not None else "-"
-        if data.get("half_width") is not None and data["metric"] is not None:
-            metric += f" ± {data['half_width']:.2f}"
-        extra = f", {data['failure']}" if data["failure"] else ""
-        self._log(f"  -> {data['status']}{extra}, objective {metric}")
+    def _on_step_done(self, event: SweepStepDone) -> None:
+        metric = fmt(event.metric, 2) if event.metric is not None else "-"
+        if event.half_width is not None and event.metric is not None:
+            metric += f" ± {event.half_width:.2f}"
+        extra = f", {event.failure}" if event.failure else ""
+        self._log(f"  -> {event.status}{extra}, objective {metric}")
 
-    def _on_probe_server(self, data: dict) -> None:
-        self._log(f"probe-scan: one server at max_num_seqs={data['max_num_seqs']}, the "
+    def _on_probe_server(self, event: ProbeServerStarted) -> None:
+        self._log(f"probe-scan: one server at max_num_seqs={event.max_num_seqs}, the "
                   "concurrency scanned on it")
 
-    def _on_probe_failed(self, data: dict) -> None:
-        self._log(data["reason"])
+    def _on_probe_failed(self, event: ProbeFailed) -> None:
+        self._log(event.reason)
 
-    def _on_skipped(self, data: dict) -> None:
-        self._log(f"  skipped {data['value']} without a launch: {data['reason']}")
+    def _on_skipped(self, event: SweepSkipped) -> None:
+        self._log(f"  skipped {event.value} without a launch: {event.reason}")
 
-    def _on_knee(self, data: dict) -> None:
-        self._log(f"fitted knee: {data['verdict']}")
+    def _on_knee(self, event: KneeFitted) -> None:
+        self._log(f"fitted knee: {event.verdict}")
 
-    def _on_confirm(self, data: dict) -> None:
-        self._log(f"confirming {data['value']} with a {data['duration_s']:.0f} s sustained run")
+    def _on_confirm(self, event: SweepConfirm) -> None:
+        self._log(f"confirming {event.value} with a {event.duration_s:.0f} s sustained run")
 
-    def _on_confirmed(self, data: dict) -> None:
-        verdict = "passed" if data["ok"] else "rejected: " + "; ".join(data["problems"])
+    def _on_confirmed(self, event: SweepConfirmed) -> None:
+        verdict = "passed" if event.ok else "rejected: " + "; ".join(event.problems)
         self._log(f"  -> {verdict}")
 
 
@@ -103,11 +117,8 @@ def sweep(
     strict: Annotated[bool, typer.Option(
         "--strict", help="probe-fit: write nothing when the knee is not resolved at this "
                          "noise (exit 4).")] = False,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
-                                                "over RECIPE.")] = None,
-    model_config: Annotated[Path | None, typer.Option(
-        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
-    = None,
+    output: RevisionOutputOption = None,
+    model_config: ModelConfigOption = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
                                                 "runs/ folder.",
                                                 autocompletion=complete_search)] = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,7 +13,9 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
+    ModelConfigOption,
     NoQualityGateOption,
+    RevisionOutputOption,
     RunsDirOption,
     SetOption,
     err_console,
@@ -27,8 +29,21 @@ from model_optimizer.cli.current import (
     check_resume,
     prepare_launch,
 )
-from model_optimizer.cli.progress import SearchProgress, run_search
+from model_optimizer.cli.progress import SearchProgress, eta_text, run_search
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    ArchiveOpened,
+    Event,
+    LevelDone,
+    ScanFailed,
+    TuneConfirm,
+    TuneConfirmed,
+    TuneFinished,
+    TuneScan,
+    TuneSeeded,
+    TuneTrial,
+    TuneTrialDone,
+)
 
 STORAGE_ENV = "MOPT_TUNE_STORAGE"
 
@@ -38,51 +53,50 @@ class TuneProgress(SearchProgress):
 
     noun = "tune"
 
-    def handlers(self) -> dict[str, Callable[[dict], None]]:
-        """The tune's phases: seeds enqueued, each trial and its verdict, the end."""
-        return {"seeded": self._on_seeded, "trial": self._on_trial,
-                "trial_done": self._on_trial_done, "finished": self._on_finished,
-                "scan": self._on_scan, "level_done": self._on_level_done,
-                "scan_failed": self._on_scan_failed, "confirm": self._on_confirm,
-                "confirmed": self._on_confirmed}
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The tune's events: seeds enqueued, each trial and its verdict, the end."""
+        return {TuneSeeded: self._on_seeded, TuneTrial: self._on_trial,
+                TuneTrialDone: self._on_trial_done, TuneFinished: self._on_finished,
+                TuneScan: self._on_scan, LevelDone: self._on_level_done,
+                ScanFailed: self._on_scan_failed, TuneConfirm: self._on_confirm,
+                TuneConfirmed: self._on_confirmed}
 
-    def _announce(self, data: dict) -> None:
-        super()._announce(data)
-        self._log(f"study: {data['study']} in {data['storage']}")
-        if data.get("strategy"):
-            self._log(f"strategy: {data['strategy']}")
+    def _announce(self, event: ArchiveOpened) -> None:
+        super()._announce(event)
+        self._log(f"study: {event.study} in {event.storage}")
+        if event.strategy:
+            self._log(f"strategy: {event.strategy}")
 
-    def _on_scan(self, data: dict) -> None:
-        self._log(f"  one server at max_num_seqs={data['max_num_seqs']}, levels "
-                  f"{data['levels']}")
+    def _on_scan(self, event: TuneScan) -> None:
+        self._log(f"  one server at max_num_seqs={event.max_num_seqs}, levels {event.levels}")
 
-    def _on_level_done(self, data: dict) -> None:
-        shown = (f"{fmt(data['objective'], 2)}" if data["status"] == "ok"
-                 else f"{data['status']} ({data['failure']})")
-        self._log(f"    max_num_seqs {data['max_num_seqs']}: {shown}")
+    def _on_level_done(self, event: LevelDone) -> None:
+        shown = (f"{fmt(event.objective, 2)}" if event.status == "ok"
+                 else f"{event.status} ({event.failure})")
+        self._log(f"    max_num_seqs {event.max_num_seqs}: {shown}")
 
-    def _on_scan_failed(self, data: dict) -> None:
-        self._log(f"  the scan server at max_num_seqs={data['max_num_seqs']} did not start "
-                  f"({data['failure']}): this trial launches its own configuration")
+    def _on_scan_failed(self, event: ScanFailed) -> None:
+        self._log(f"  the scan server at max_num_seqs={event.max_num_seqs} did not start "
+                  f"({event.failure}): this trial launches its own configuration")
 
-    def _on_confirm(self, data: dict) -> None:
-        self._log(f"confirming trial {data['number']} {data['params']} with a launch of "
-                  "its own")
+    def _on_confirm(self, event: TuneConfirm) -> None:
+        self._log(f"confirming trial {event.number} {event.params} with a launch of its own")
 
-    def _on_confirmed(self, data: dict) -> None:
-        verdict = "confirmed" if data["ok"] else "rejected: " + "; ".join(data["problems"])
+    def _on_confirmed(self, event: TuneConfirmed) -> None:
+        verdict = "confirmed" if event.ok else "rejected: " + "; ".join(event.problems)
         self._log(f"  -> {verdict}")
 
-    def _on_seeded(self, data: dict) -> None:
-        self._log(f"enqueued {data['count']} trial(s) first: " + "; ".join(
-            f"{s['seed']} {s['params']}" for s in data["seeds"]))
+    def _on_seeded(self, event: TuneSeeded) -> None:
+        self._log(f"enqueued {event.count} trial(s) first: " + "; ".join(
+            f"{s['seed']} {s['params']}" for s in event.seeds))
 
-    def _on_trial(self, data: dict) -> None:
-        seed = f", seed: {data['seed']}" if data.get("seed") else ""
-        self._log(f"trial {data['number']} ({data['finished']} of {data['budget']} finished"
-                  f"{seed}): {data['params']}")
+    def _on_trial(self, event: TuneTrial) -> None:
+        seed = f", seed: {event.seed}" if event.seed else ""
+        self._log(f"trial {event.number} ({event.finished} of {event.budget} finished"
+                  f"{eta_text(event.eta_s)}{seed}): {event.params}")
 
-    def _on_trial_done(self, data: dict) -> None:
+    def _on_trial_done(self, event: TuneTrialDone) -> None:
+        data = event.record
         if data.get("duplicate_of") is not None:
             self._log(f"  -> same configuration as trial {data['duplicate_of']}: result "
                       "copied, nothing launched")
@@ -96,7 +110,7 @@ class TuneProgress(SearchProgress):
             verdict = "feasible" if data["feasible"] else "infeasible (SLO)"
             self._log(f"  -> objective {fmt(data['values'][0], 2)}, {verdict}")
 
-    def _on_finished(self, data: dict) -> None:
+    def _on_finished(self, event: TuneFinished) -> None:
         return
 
 
@@ -117,11 +131,8 @@ def tune(
              "SQLite inside the tune archive).")] = None,
     study_name: Annotated[str | None, typer.Option(
         "--study-name", help="Name of the shared study (the same on every worker).")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the new revision here instead of "
-                                                "over RECIPE.")] = None,
-    model_config: Annotated[Path | None, typer.Option(
-        "--model-config", help="config.json for the planner when the weights are elsewhere.")]
-    = None,
+    output: RevisionOutputOption = None,
+    model_config: ModelConfigOption = None,
     scan: Annotated[bool | None, typer.Option(
         "--scan/--no-scan", help="With max_num_seqs in tune.params: each trial launches the "
         "other knobs once at the largest max_num_seqs that fits and measures every "

@@ -12,13 +12,12 @@ it was judged on speed alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from model_optimizer.events import EventCallback
 from model_optimizer.recipe import LoadedRecipe
 
-Event = Callable[[str, dict], None]
 NOT_GATED = "**NOT QUALITY-GATED** (--no-quality-gate)"
 
 
@@ -67,7 +66,7 @@ class ServerEval:
     reference (``baseline`` None) or against the baseline's eval result."""
 
     def __init__(self, loaded: LoadedRecipe, runs_base: Path, baseline=None,
-                 on_event: Event | None = None):
+                 on_event: EventCallback | None = None):
         self.loaded, self.runs_base, self.baseline = loaded, runs_base, baseline
         self.on_event = on_event
         self.outcome = None

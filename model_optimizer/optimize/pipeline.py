@@ -21,6 +21,14 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, utc_now
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    ArchiveOpened,
+    Event,
+    StageDone,
+    StageSkipped,
+    StageStarted,
+    eta_s,
+)
 from model_optimizer.measure import measure_configuration, variant
 from model_optimizer.optimize import gate as quality_gate
 from model_optimizer.optimize.candidates import Candidate, candidates_of, cannot_run
@@ -126,16 +134,19 @@ class Pipeline:
     def _stage(self, name: str, body: Callable[[], dict]) -> dict:
         done = self.state.stages.get(name)
         if done and done.get("finished_at"):
-            self.emit("stage_skipped", {"stage": name, "status": done.get("status")})
+            self.emit(StageSkipped(name, done.get("status")))
             return done
-        self.emit("stage", {"stage": name})
+        finished = sum(1 for stage in self.state.stages.values() if stage.get("finished_at"))
+        total = 1 + len(self.candidates) + (1 if self.settings["sweep"] else 0)
+        self.emit(StageStarted(name, finished, total,
+                               eta_s(self.session.elapsed(), finished, total)))
         started, clock = utc_now(), time.monotonic()
         record = body()
         record.update(started_at=started, finished_at=utc_now(),
                       seconds=round(time.monotonic() - clock, 1))
         self.state.stages[name] = record
         self.session.save()
-        self.emit("stage_done", {"stage": name, **record})
+        self.emit(StageDone(name, record))
         return record
 
     def _measure(self, step: LoadedRecipe, model_dir: Path,
@@ -240,11 +251,12 @@ class Pipeline:
         if previous.get("sweep_dir") and Path(previous["sweep_dir"]).is_dir():
             outcome = resume_sweep(Path(previous["sweep_dir"]), on_event=self.emit)
         else:
-            def remember(kind: str, data: dict) -> None:
-                if kind == "archive" and "sweep_dir" not in self.state.stages.get("sweep", {}):
-                    self.state.stages["sweep"] = {"sweep_dir": data["path"]}
+            def remember(event: Event) -> None:
+                if isinstance(event, ArchiveOpened) \
+                        and "sweep_dir" not in self.state.stages.get("sweep", {}):
+                    self.state.stages["sweep"] = {"sweep_dir": event.path}
                     self.session.save()
-                self.emit(kind, data)
+                self.emit(event)
 
             outcome = start_sweep(self.survivor_recipe(survivor), self.steps,
                                   flags={"param": "max_num_seqs"}, output=output,

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.errors import UsageError
+from model_optimizer.events import EventCallback
 from model_optimizer.quality.config import QualityConfig, quality_config
-from model_optimizer.quality.evaluate import EvalOutcome, EventCallback, run_eval
+from model_optimizer.quality.evaluate import EvalOutcome, run_eval
 from model_optimizer.quality.gate import GateResult
 from model_optimizer.quality.result import QUALITY, EvalResult, load_eval
 from model_optimizer.recipe import LoadedRecipe, load_recipe

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,19 @@ from model_optimizer.archive.versions import collect_versions
 from model_optimizer.engine import EngineProcess, EngineStartError
 from model_optimizer.engine.factory import plan_server
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    ArchiveOpened,
+    Done,
+    EventCallback,
+    Generated,
+    LmEval,
+    Ready,
+    Scoring,
+    Starting,
+    Stopping,
+    Waiting,
+    quiet,
+)
 from model_optimizer.quality import result as files
 from model_optimizer.quality.client import generate, score_sequences
 from model_optimizer.quality.compare import Comparison, compare_evals
@@ -53,8 +66,6 @@ from model_optimizer.secrets import (
 )
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import hardware_label, hardware_seen
-
-EventCallback = Callable[[str, dict], None]
 
 
 class EvalRequestsFailed(Exception):
@@ -135,16 +146,16 @@ def serve(loaded: LoadedRecipe, archive: RunArchive, emit: EventCallback
     base_url = plan.base_url
     engine = plan.process(archive.file(ENGINE_LOG))
     try:
-        emit("starting", {"argv": engine.argv})
+        emit(Starting(engine.argv))
         engine.start()
         archive.set_status("running", phase="starting", server_pid=engine.pid)
-        ready = engine.wait_ready(on_tick=lambda s: emit("waiting", {"elapsed_s": s}))
-        emit("ready", {"ready_after_s": ready})
+        ready = engine.wait_ready(on_tick=lambda s: emit(Waiting(s)))
+        emit(Ready(ready))
         yield Endpoint(base_url, recipe["model"]["served_name"],
                        recipe["model"].get("tokenizer") or location, ready, engine)
     finally:
         with interrupts_deferred():
-            emit("stopping", {})
+            emit(Stopping())
             engine.stop()
             scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
 
@@ -157,8 +168,8 @@ def _generate_all(endpoint: Endpoint, config: QualityConfig, result: EvalResult,
         gens = generate(endpoint.base_url, endpoint.model, result.items, config.sampling,
                         seed=seed, concurrency=config.concurrency,
                         timeout_s=config.request_timeout_s,
-                        on_done=lambda n, r=repeat: emit("generated", {
-                            "done": r * len(result.items) + n, "total": total}))
+                        on_done=lambda n, r=repeat: emit(Generated(
+                            r * len(result.items) + n, total)))
         for generation in gens:
             archive.append_jsonl(files.OUTPUTS, {"repeat": repeat, **generation.to_dict()})
         result.generations.append(gens)
@@ -168,13 +179,13 @@ def _score(endpoint: Endpoint, config: QualityConfig, result: EvalResult,
            reference: EvalResult | None, archive: RunArchive, emit: EventCallback) -> None:
     k = max(1, config.sampling.logprobs)
     kwargs = {"concurrency": config.concurrency, "timeout_s": config.request_timeout_s}
-    emit("scoring", {"on": "own answers"})
+    emit(Scoring("own answers"))
     result.scores = score_sequences(endpoint.base_url, endpoint.model, result.generations[0],
                                     k, **kwargs)
     for scored in result.scores:
         archive.append_jsonl(files.SCORES, scored.to_dict())
     if reference is not None and reference.generations:
-        emit("scoring", {"on": f"baseline {reference.run_id}"})
+        emit(Scoring(f"baseline {reference.run_id}"))
         result.baseline_scores = score_sequences(endpoint.base_url, endpoint.model,
                                                  reference.generations[0], k, **kwargs)
         for scored in result.baseline_scores:
@@ -205,7 +216,7 @@ def evaluate_endpoint(endpoint: Endpoint, config: QualityConfig, result: EvalRes
         _score(endpoint, config, result, reference, archive, emit)
         result.timings_s["score"] = time.monotonic() - started
     if config.lm_eval.tasks:
-        emit("lm_eval", {"tasks": list(config.lm_eval.tasks)})
+        emit(LmEval(list(config.lm_eval.tasks)))
         started = time.monotonic()
         result.lm_eval = run_lm_eval(endpoint.base_url, endpoint.model, endpoint.tokenizer_dir,
                                      config.lm_eval, archive.file(files.LM_EVAL_DIR),
@@ -242,7 +253,7 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
     With ``reference`` (a baseline's EvalResult) the candidate also scores the baseline's
     answers and the outcome carries the comparison and the gate verdict.
     """
-    emit = on_event or (lambda phase, data: None)
+    emit = on_event or quiet
     label = name or (loaded.name if loaded else "eval")
     items = load_eval_set(config.eval_set) if config.eval_set else []
     if config.lm_eval.tasks and not lm_eval_available():
@@ -256,7 +267,7 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
                               "baseline_run": reference.run_id if reference else None}))
     result = EvalResult(archive.id, archive.path, STATUS_INTERRUPTED, config, items)
     outcome = EvalOutcome(result)
-    emit("archive", {"run_id": archive.id, "path": str(archive.path)})
+    emit(ArchiveOpened(archive.id, str(archive.path)))
     started = time.monotonic()
     try:
         if url is not None:
@@ -293,5 +304,5 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
                 archive.set_status(result.status, phase="finished", finished_at=_utc_now(),
                                    gate=outcome.gate.passed if outcome.gate else None)
                 archive.close()
-        emit("done", outcome.to_dict())
+        emit(Done(outcome.to_dict()))
     return outcome

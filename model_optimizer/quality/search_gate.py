@@ -14,17 +14,16 @@ so a resumed search does not evaluate it again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
+from model_optimizer.events import EventCallback, QualityBaseline, QualityEval, quiet
 from model_optimizer.quality.api import evaluate, load_baseline
 from model_optimizer.quality.config import QualityConfig, changes_outputs, quality_config
 from model_optimizer.quality.gate import GateResult
 from model_optimizer.quality.result import EvalResult
 from model_optimizer.recipe import LoadedRecipe
 
-EventCallback = Callable[[str, dict], None]
 IGNORED_TOP = ("name", "description", "revision", "validated", "sweep", "tune", "quality",
                "workload", "slo")
 
@@ -78,7 +77,7 @@ class SearchGate:
         self.original = original
         self.runs_base = Path(runs_base)
         self.config: QualityConfig = quality_config(original.resolved, original.base_dir)
-        self.emit = on_event or (lambda phase, data: None)
+        self.emit = on_event or quiet
         self.baseline_run = baseline_run
         self._baseline: EvalResult | None = None
 
@@ -105,7 +104,7 @@ class SearchGate:
                 self._baseline = load_baseline(str(self.runs_base / self.baseline_run),
                                                self.config, self.runs_base)
             else:
-                self.emit("quality_baseline", {})
+                self.emit(QualityBaseline())
                 reference = self.config.baseline or self.original
                 self._baseline = load_baseline(reference, self.config, self.runs_base,
                                                on_event=self.emit)
@@ -123,7 +122,7 @@ class SearchGate:
                               ["no output-changing field differs from the baseline "
                                "(not evaluated)"], baseline_run=self.baseline_run)
         baseline = self.baseline()
-        self.emit("quality_eval", {"fields": fields})
+        self.emit(QualityEval(list(fields)))
         outcome = evaluate(step, config=self.config, baseline=baseline,
                            runs_base=self.runs_base, on_event=self.emit)
         result = outcome.gate or GateResult(False, {}, ["no comparison with the baseline"])

@@ -24,6 +24,7 @@ from model_optimizer.archive.entry import run_fields
 from model_optimizer.archive.names import RUN_FILE
 from model_optimizer.archive.run import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
 from model_optimizer.errors import MoptError, UsageError
+from model_optimizer.events import EventCallback, QuantizeStage, QuantizeStarted, quiet
 from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.plan.quant_schemes import scheme
 from model_optimizer.quantize.calibration import calibration_texts
@@ -33,7 +34,6 @@ from model_optimizer.recipe.writer import write_revision
 QUANT_PYTHON_ENV = "MOPT_QUANT_PYTHON"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "worker.py"
-Event = Callable[[str, dict], None]
 
 
 class QuantizeError(MoptError):
@@ -100,7 +100,7 @@ def _spec(settings: dict, source: Path, partial: Path, archive: RunArchive,
 
 
 def run_worker(python: Path, spec_file: Path, log_file: Path, timeout_s: float,
-               on_event: Event) -> None:
+               on_event: EventCallback) -> None:
     """Run the worker in its own process group; QuantizeError on failure or timeout.
 
     Ctrl-C stops the whole group before KeyboardInterrupt propagates.
@@ -115,7 +115,7 @@ def run_worker(python: Path, spec_file: Path, log_file: Path, timeout_s: float,
                 log.write(line)
                 log.flush()
                 if line.startswith("MOPT-STAGE "):
-                    on_event("quantize_stage", {"text": line[len("MOPT-STAGE "):].strip()})
+                    on_event(QuantizeStage(line[len("MOPT-STAGE "):].strip()))
                 if time.monotonic() > deadline:
                     raise QuantizeError(f"quantization exceeded quantize.timeout_s "
                                         f"{timeout_s:g} s; see {log_file}")
@@ -187,7 +187,7 @@ def _write_start(archive: RunArchive, loaded, chosen, folders: tuple[Path, Path]
 
 
 def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = False,
-                    on_event: Event | None = None,
+                    on_event: EventCallback | None = None,
                     then: Callable[[Checkpoint], str] | None = None) -> Checkpoint:
     """Quantize the recipe's (source) model into its output folder; archive the run.
 
@@ -195,7 +195,7 @@ def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = Fals
     (e.g. writing the recipe revision) runs before the archive is sealed, and the text it
     returns is archived as ``recipe.written.yaml``.
     """
-    emit = on_event or (lambda _kind, _data: None)
+    emit = on_event or quiet
     resolved, base = loaded.resolved, loaded.base_dir or Path.cwd()
     settings = resolved["quantize"]
     chosen = scheme(settings["scheme"])
@@ -211,8 +211,7 @@ def make_checkpoint(loaded, runs_root: Path, pins_base: Path, force: bool = Fals
                                              calibration, python))
     started = time.monotonic()
     partial = _partial(output, archive)
-    emit("start", {"archive": str(archive.path), "scheme": chosen.name,
-                   "calibration": calibration.source, "output": str(output)})
+    emit(QuantizeStarted(str(archive.path), chosen.name, calibration.source, str(output)))
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         run_worker(python, archive.file("spec.json"), archive.file("quantize.log"),
@@ -253,7 +252,7 @@ def serving_changes(checkpoint: Checkpoint, recipe_dir: Path) -> dict[tuple, obj
 
 
 def quantize(loaded, runs_root: Path, recipe_out: Path, force: bool = False,
-             on_event: Event | None = None) -> QuantizeResult:
+             on_event: EventCallback | None = None) -> QuantizeResult:
     """Quantize the recipe's model and write the next revision to ``recipe_out``."""
     recipe_dir = recipe_out.resolve().parent
     made = make_checkpoint(

@@ -20,9 +20,9 @@ step of kind ``bench`` with its own requests; the server has its own archive (ki
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
+from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import Figures
 from model_optimizer.measure import variant
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
@@ -65,7 +65,7 @@ class ScanServer:
     """
 
     def __init__(self, server: LoadedRecipe, steps_dir: Path, ceiling: int,
-                 emit: Callable[[str, dict], None], server_extra: dict,
+                 emit: EventCallback, server_extra: dict,
                  engine_factory=None):
         self.server, self.steps_dir, self.ceiling = server, steps_dir, ceiling
         self.emit, self.server_extra, self.engine_factory = emit, server_extra, engine_factory

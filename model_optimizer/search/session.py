@@ -35,6 +35,7 @@ from model_optimizer.archive.names import (
     WRITTEN_RECIPE,
 )
 from model_optimizer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_FAILED, UsageError
+from model_optimizer.events import ArchiveOpened, EventCallback, quiet
 from model_optimizer.measure import Measurement, measure_configuration
 from model_optimizer.plan import load_model_config
 from model_optimizer.quality.search_gate import SearchGate
@@ -42,13 +43,8 @@ from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe, load_recipe_text
 from model_optimizer.signals import interrupts_deferred
 
-EventCallback = Callable[[str, dict], None]
 T = TypeVar("T")
 S = TypeVar("S", bound="SearchState")
-
-
-def _quiet(phase: str, data: dict) -> None:  # noqa: ARG001 - the no-op event callback
-    return None
 
 
 @dataclass(kw_only=True)
@@ -113,7 +109,7 @@ class SearchSession:
         self.archive = archive
         self.loaded = loaded
         self.state = state
-        self.emit: EventCallback = on_event or _quiet
+        self.emit: EventCallback = on_event or quiet
         self.model_config = (load_model_config(state.model_config)
                              if state.model_config else None)
         self.quality = SearchGate(loaded, self.steps_dir, baseline_run=state.quality_baseline,
@@ -153,8 +149,7 @@ class SearchSession:
 
     def announce(self, **details: Any) -> None:
         """Tell the listener where the archive is (the ``archive`` event)."""
-        self.emit("archive", {"run_id": self.archive.id, "path": str(self.archive.path),
-                              **details})
+        self.emit(ArchiveOpened(self.archive.id, str(self.archive.path), **details))
 
     # ----- state and clock --------------------------------------------------------------------
     def elapsed(self) -> float:

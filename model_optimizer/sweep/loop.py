@@ -15,6 +15,16 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import UsageError
+from model_optimizer.events import (
+    KneeFitted,
+    ProbeFailed,
+    SweepConfirm,
+    SweepConfirmed,
+    SweepSkipped,
+    SweepStep,
+    SweepStepDone,
+    eta_s,
+)
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.plan.accelerators import knob_multiple
@@ -162,7 +172,7 @@ class SweepRunner:
     def _fitted_outcome(self) -> SweepOutcome:
         """The fitted knee, confirmed; ``--strict`` refuses a knee that is not resolved."""
         knee = Knee(**{**self.state.knee, "band": tuple(self.state.knee["band"])})
-        self.emit("knee", {"verdict": knee.verdict(), "resolved": knee.resolved})
+        self.emit(KneeFitted(knee.verdict(), knee.resolved))
         if not knee.resolved and self.state.strict:
             archive = self.session.archive
             return SweepOutcome(failed_status("not_resolved"), archive.path, archive.id,
@@ -193,7 +203,7 @@ class SweepRunner:
                                           f"{probe.ceiling} failed to start "
                                           f"({failure.kind if failure else 'unknown'}), so "
                                           "every value is launched")
-            self.emit("probe_failed", {"reason": self.state.strategy_reason})
+            self.emit(ProbeFailed(self.state.strategy_reason))
             self._search()
             self._remeasure()
 
@@ -218,8 +228,7 @@ class SweepRunner:
                       f"{f' (interleaved with {partner})' if partner is not None else ''} "
                       "before choosing the knee: a slow minute hits both")
             self._record_decision(plan[0], PHASE_REMEASURE, reason, None)
-            self.emit("step", {"index": len(self.state.history) + 1, "value": plan[0],
-                               "phase": PHASE_REMEASURE, "reason": reason})
+            self._emit_step(plan[0], PHASE_REMEASURE, reason)
             self._measure_step(plan[0], PHASE_REMEASURE)
 
     def _finish(self, outcome: SweepOutcome) -> tuple[str, dict]:
@@ -248,8 +257,7 @@ class SweepRunner:
                 return
             self._record_decision(decision.value, decision.phase, decision.reason,
                                   decision.stop_rule)
-            self.emit("step", {"index": len(self.state.history) + 1, "value": decision.value,
-                               "phase": decision.phase, "reason": decision.reason})
+            self._emit_step(decision.value, decision.phase, decision.reason)
             self._measure_step(decision.value, decision.phase)
 
     def _fit_search(self) -> None:
@@ -263,8 +271,7 @@ class SweepRunner:
                 break
             reason = f"{step.phase} level {step.value} (every window feeds the fitted curve)"
             self._record_decision(step.value, step.phase, reason, None)
-            self.emit("step", {"index": len(self.state.history) + 1, "value": step.value,
-                               "phase": step.phase, "reason": reason})
+            self._emit_step(step.value, step.phase, reason)
             self._measure_step(step.value, step.phase)
         self.state.knee = step.knee.to_dict() if step.value is None and step.knee else None
         self._record_decision(None, None, step.knee.verdict() if step.knee else
@@ -276,15 +283,21 @@ class SweepRunner:
         else:
             measured = self.measure(self.step_recipe(value), value)
             if measured.status == "skipped":
-                self.emit("skipped", {"value": value, "reason": measured.reason})
+                self.emit(SweepSkipped(value, measured.reason))
             point, figures = point_of(value, phase, measured), measured.figures
         self.state.figures[str(point.value)] = figures
         self.state.step_figures.append(figures)
         self.state.history.append(point)
         self.session.save()
-        self.emit("step_done", {"value": point.value, "status": point.status,
-                                "metric": point.metric, "failure": point.failure_kind,
-                                "half_width": point.half_width})
+        self.emit(SweepStepDone(point.value, point.status, point.metric, point.failure_kind,
+                                point.half_width))
+
+    def _emit_step(self, value, phase: str | None, reason: str) -> None:
+        """The ``step`` event; categorical values give the total and an ETA."""
+        done = len(self.state.history)
+        total = len(self.state.config.values) if self.state.config.categorical else None
+        self.emit(SweepStep(done + 1, value, phase, reason, done, total,
+                            eta_s(self.session.elapsed(), done, total)))
 
     def _record_decision(self, value, phase, reason: str, stop_rule) -> None:
         self.state.decisions.append({"value": value, "phase": phase, "reason": reason,
@@ -342,7 +355,7 @@ class SweepRunner:
         seconds = self.settings.confirm_duration_s
         if not seconds:
             return {"value": candidate.value, "ok": True, "skipped": True}
-        self.emit("confirm", {"value": candidate.value, "duration_s": seconds})
+        self.emit(SweepConfirm(candidate.value, seconds))
         outcome = run_recipe(self.step_recipe(candidate.value), self.session.steps_dir,
                              on_event=self.emit,
                              workload_override={"duration_s": seconds, "num_requests": None},
@@ -354,7 +367,7 @@ class SweepRunner:
                   "run_id": outcome.run_id, "figures": step_figures(outcome)}
         self.state.confirmations.append(result)
         self.session.save()
-        self.emit("confirmed", result)
+        self.emit(SweepConfirmed(**result))
         return result
 
     def _write(self, chosen: Point, figures: dict) -> Path:

@@ -22,10 +22,10 @@ Valid only when the client concurrency follows max_num_seqs in a closed loop (se
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
+from model_optimizer.events import EventCallback, ProbeServerStarted
 from model_optimizer.load.figures import Figures
 from model_optimizer.measure import step_figures, variant
 from model_optimizer.plan import estimate
@@ -85,14 +85,14 @@ class ProbeServer(ScanServer):
     calls for each level."""
 
     def __init__(self, loaded: LoadedRecipe, steps_dir: Path, ceiling: int, objective: str,
-                 sweep_id: str, emit: Callable[[str, dict], None], engine_factory=None):
+                 sweep_id: str, emit: EventCallback, engine_factory=None):
         super().__init__(variant(loaded, [f"engine.max_num_seqs={ceiling}"]), steps_dir,
                          ceiling, emit, {"sweep": sweep_id, "probe_server": True,
                                          "value": ceiling}, engine_factory)
         self.loaded, self.objective, self.sweep_id = loaded, objective, sweep_id
 
     def __enter__(self) -> ProbeServer:
-        self.emit("probe_server", {"max_num_seqs": self.ceiling})
+        self.emit(ProbeServerStarted(self.ceiling))
         super().__enter__()
         return self
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from model_optimizer import events
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, failed_status, utc_now
 from model_optimizer.archive.names import STUDY_FILE
 from model_optimizer.errors import (
@@ -46,12 +47,7 @@ from model_optimizer.plan import PlanError, estimate
 from model_optimizer.quality.config import quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.search.revision import default_model_config, write_validated_revision
-from model_optimizer.search.session import (
-    EventCallback,
-    SearchSession,
-    SearchState,
-    read_search_archive,
-)
+from model_optimizer.search.session import SearchSession, SearchState, read_search_archive
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import (
@@ -199,8 +195,8 @@ class TuneRunner:
         unique = unique_seeds(seeds)
         for tag, params in unique[: self.n_trials]:
             self.study.enqueue_trial(params, user_attrs={"seed": tag})
-        self.emit("seeded", {"seeds": [{"seed": t, "params": p} for t, p in unique[:3]],
-                             "count": min(len(unique), self.n_trials)})
+        self.emit(events.TuneSeeded([{"seed": t, "params": p} for t, p in unique[:3]],
+                                    min(len(unique), self.n_trials)))
 
     def _planner_suggestion(self, engine: dict) -> dict | None:
         if self.session.model_config is None:
@@ -259,10 +255,11 @@ class TuneRunner:
         for key, value in {"machine": self.state.machine, "pid": os.getpid(),
                            "worker": self.archive.id, "started_at": utc_now()}.items():
             trial.set_user_attr(key, value)
-        self.emit("trial", {"number": trial.number, "params": params,
-                            "seed": trial.user_attrs.get("seed"),
-                            "finished": finished_count(self.study.get_trials(deepcopy=False)),
-                            "budget": self.n_trials})
+        done = finished_count(self.study.get_trials(deepcopy=False))
+        here = len(self.state.trials_here)
+        self.emit(events.TuneTrial(trial.number, params, trial.user_attrs.get("seed"), done,
+                                   self.n_trials, events.eta_s(self.session.elapsed(), here,
+                                                               here + self.n_trials - done)))
         twin = self._finished_twin(params, trial.number)
         try:
             if twin is not None:
@@ -280,7 +277,7 @@ class TuneRunner:
         self.state.trials_here.append(trial.number)
         self.session.save()
         write_trials_csv(self.archive, self.config, self.study.get_trials(deepcopy=False))
-        self.emit("trial_done", record)
+        self.emit(events.TuneTrialDone(record))
 
     def _finished_twin(self, params: dict, number: int) -> FrozenTrial | None:
         for other in self.study.get_trials(deepcopy=False,
@@ -376,7 +373,7 @@ class TuneRunner:
     def _finish(self, outcome: TuneOutcome) -> tuple[str, dict]:
         write_outputs(self.archive, self.loaded, self.state, self.config, self.study,
                       self._best, outcome.reason, outcome.written)
-        self.emit("finished", outcome.to_dict())
+        self.emit(events.TuneFinished(outcome.to_dict()))
         return outcome.status, {"best": outcome.best, "written": outcome.to_dict()["written"]}
 
     def _interrupted(self) -> None:
@@ -396,7 +393,7 @@ class TuneRunner:
 def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | None = None,
                storage: str | None = None, study_name: str | None = None,
                output: Path | None = None, model_config: Path | None = None,
-               on_event: EventCallback | None = None, measure: Measure | None = None,
+               on_event: events.EventCallback | None = None, measure: Measure | None = None,
                ) -> TuneOutcome:
     """Begin a tune of ``loaded`` (or join the shared study ``study_name``) and run it."""
     flags = flags or {}
@@ -429,7 +426,7 @@ def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | Non
 
 
 def resume_tune(tune_dir: Path, *, storage: str | None = None, n_trials: int | None = None,
-                on_event: EventCallback | None = None,
+                on_event: events.EventCallback | None = None,
                 measure: Measure | None = None) -> TuneOutcome:
     """Continue an interrupted tune from its archive: finished trials are never rerun.
 

@@ -38,6 +38,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from model_optimizer.archive import utc_now
 from model_optimizer.errors import RecipeError, UsageError
+from model_optimizer.events import (
+    EventCallback,
+    LevelDone,
+    ScanFailed,
+    TuneConfirm,
+    TuneConfirmed,
+    TuneScan,
+)
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
 from model_optimizer.plan import PlanError, estimate
@@ -151,7 +159,7 @@ class ScanHost:
     study_name: str
     session: SearchSession
     confirmations: list[dict]  # the tune state's own list: appended to, then saved
-    emit: Callable[[str, dict], None]
+    emit: EventCallback
     measure: Callable[[LoadedRecipe, int, dict], TrialResult]
     tell: Callable[..., dict]  # (trial, params, result, extra attrs) -> the trial's record
 
@@ -182,8 +190,7 @@ class TrialScanner:
             return host.tell(trial, params, _skipped(reason, "rules"))
         scan = {"ceiling": max(levels), "levels": levels}
         trial.set_user_attr("launches", 1)  # also counted if this trial is interrupted
-        host.emit("scan", {"number": trial.number, "max_num_seqs": max(levels),
-                             "levels": levels})
+        host.emit(TuneScan(trial.number, max(levels), levels))
         extra = {"tune": host.tune_id, "study": host.study_name,
                  "trial": trial.number}
         with ScanServer(server, host.session.steps_dir, max(levels), host.emit,
@@ -239,11 +246,9 @@ class TrialScanner:
                     mine = result
                 else:
                     self._add_level(trial.number, params, result)
-                host.emit("level_done", {"number": trial.number, "max_num_seqs": level,
-                                           "status": result.status,
-                                           "failure": result.measurement.failure_kind,
-                                           "objective": (result.measurement.samples or
-                                                         [None])[0]})
+                host.emit(LevelDone(trial.number, level, result.status,
+                                    result.measurement.failure_kind,
+                                    (result.measurement.samples or [None])[0]))
             if result.status != "ok":
                 self._failure = result
                 break
@@ -288,8 +293,7 @@ class TrialScanner:
     def _relaunch(self, trial, params: dict, live: ScanServer, scan: dict) -> dict:
         failure = live.outcome.failure
         scan["failed"] = failure.kind if failure else "unknown"
-        self.host.emit("scan_failed", {"number": trial.number, "max_num_seqs": live.ceiling,
-                                         "failure": scan["failed"]})
+        self.host.emit(ScanFailed(trial.number, live.ceiling, scan["failed"]))
         step = variant(self.host.loaded, overrides_for(params))
         result = self.host.measure(step, trial.number, params)
         return self.host.tell(trial, params, result, {
@@ -315,7 +319,7 @@ class TrialScanner:
     def _confirm_one(self, trial: FrozenTrial) -> dict:
         host = self.host
         params = dict(trial.params)
-        host.emit("confirm", {"number": trial.number, "params": params})
+        host.emit(TuneConfirm(trial.number, params))
         outcome = run_recipe(variant(host.loaded, overrides_for(params)),
                              host.session.steps_dir, on_event=host.emit,
                              archive_extra={"tune": host.tune_id, "confirm": True,
@@ -326,7 +330,7 @@ class TrialScanner:
                   "figures": step_figures(outcome), "at": utc_now()}
         host.confirmations.append(record)
         host.session.save()
-        host.emit("confirmed", record)
+        host.emit(TuneConfirmed(**record))
         return record
 
 

@@ -19,6 +19,7 @@ from model_optimizer.archive import RunArchive, run
 from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import EXIT_RUN_FAILED
+from model_optimizer.events import LoadStarted
 from model_optimizer.fsutil import append_whole
 from model_optimizer.runner import run_recipe
 
@@ -83,8 +84,8 @@ def test_a_run_that_fills_the_disk_ends_failed_and_sealed(small_disk, tiny_model
     loaded = mock_recipe(tmp_path, tiny_model_dir, overrides=["workload.num_requests=400"])
     filled: list[Path] = []
 
-    def on_event(phase, data):
-        if phase == "load" and not filled:
+    def on_event(event):
+        if isinstance(event, LoadStarted) and not filled:
             filled.append(fill(small_disk))
     outcome = run_recipe(loaded, small_disk / "runs", on_event=on_event,
                          engine_factory=MockEngine(ttft_ms=1, itl_ms=1))

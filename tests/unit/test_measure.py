@@ -35,7 +35,7 @@ def test_repeats_are_archived_runs_and_samples_of_the_objective(tmp_path, tiny_m
     events = []
     result = measure_configuration(step, tmp_path / "runs", repeats=2, objective="qps",
                                    model_config=model_config(tiny_model_dir),
-                                   on_event=lambda phase, data: events.append(phase),
+                                   on_event=lambda event: events.append(event.kind),
                                    archive_extra={"step": 7},
                                    engine_factory=MockEngine(ttft_ms=2))
     assert result.status == "ok" and result.slo_met is True

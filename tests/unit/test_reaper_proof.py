@@ -30,9 +30,9 @@ from model_optimizer.runner import run_recipe
 from unit.mock_engine import mock_recipe
 
 loaded = mock_recipe(Path({folder!r}), Path({model!r}), overrides=["workload.num_requests=9999"])
-def on_event(phase, data):
-    if phase in ("archive", "load"):
-        print(phase, data.get("path", ""), flush=True)
+def on_event(event):
+    if event.kind in ("archive", "load"):
+        print(event.kind, getattr(event, "path", ""), flush=True)
 run_recipe(loaded, {runs!r}, on_event=on_event,
            engine_factory=MockEngine(ttft_ms=50, itl_ms=20, engine_core="group"))
 """

@@ -13,6 +13,7 @@ import pytest
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
+from model_optimizer.events import LoadProgress, Ready
 from model_optimizer.recipe import load_recipe_text
 from model_optimizer.runner import effective_workload, run_recipe
 from tests.unit.mock_engine import alive, children_pids, mock_recipe
@@ -30,9 +31,9 @@ def read_json(path):
 def run_with_events(loaded, runs, engine, **kwargs):
     events, engine_pids = [], set()
 
-    def on_event(phase, data):
-        events.append(phase)
-        if phase == "ready":
+    def on_event(event):
+        events.append(event.kind)
+        if isinstance(event, Ready):
             engine_pids.update(children_pids())
     outcome = run_recipe(loaded, runs, on_event=on_event, engine_factory=engine, **kwargs)
     return outcome, events, engine_pids
@@ -99,11 +100,11 @@ def test_ctrl_c_during_the_load_archives_interrupted_and_stops_the_engine(tmp_pa
     pids: set[int] = set()
     seen = []
 
-    def on_event(phase, data):
-        seen.append(phase)
-        if phase == "ready":
+    def on_event(event):
+        seen.append(event.kind)
+        if isinstance(event, Ready):
             pids.update(children_pids())
-        if phase == "progress" and data.get("done", 0) >= 1 and "sent" not in seen:
+        if isinstance(event, LoadProgress) and event.done >= 1 and "sent" not in seen:
             seen.append("sent")
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C
     # a shell's background job inherits SIGINT ignored: install Python's own handler here

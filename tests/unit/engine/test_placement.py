@@ -20,6 +20,7 @@ from model_optimizer.engine.placement import (
     thread_ids,
 )
 from model_optimizer.errors import RecipeError
+from model_optimizer.events import LoadProgress
 from model_optimizer.recipe import load_recipe_text
 from model_optimizer.recipe.placement_rules import machine_cores
 from model_optimizer.runner import run_recipe
@@ -167,8 +168,8 @@ def test_the_load_client_measures_on_its_cores(tmp_path, tiny_model_dir):
         "<test>", [f"hardware.placement={{client: [{CORES[-1]}]}}"])
     before, during = os.sched_getaffinity(0), []
 
-    def on_event(phase, data):
-        if phase == "progress":  # emitted from the load, on the client's thread
+    def on_event(event):
+        if isinstance(event, LoadProgress):  # emitted from the load, on the client's thread
             during.append(os.sched_getaffinity(0))
     with MockServer() as server:
         outcome = bench_endpoint(server.url, loaded, "mock-model", str(tiny_model_dir),

@@ -23,7 +23,7 @@ def test_the_eval_server_comes_from_the_engine_factory(tmp_path, tiny_model_dir,
     loaded = mock_recipe(tmp_path, tiny_model_dir)
     archive = RunArchive.create(tmp_path / "runs", "eval", kind="eval")
     phases = []
-    with serve(loaded, archive, lambda phase, data: phases.append(phase)) as endpoint:
+    with serve(loaded, archive, lambda event: phases.append(event.kind)) as endpoint:
         assert httpx.get(f"{endpoint.base_url}/v1/models", timeout=10).status_code == 200
         assert endpoint.model == "mock-served"
         pid = endpoint.engine.pid

@@ -14,6 +14,7 @@ import pytest
 from model_optimizer.archive import index
 from model_optimizer.archive.names import GIVEN_RECIPE, MANIFEST_FILE, STATE_FILE, STATUS_FILE
 from model_optimizer.errors import UsageError
+from model_optimizer.events import ArchiveOpened
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
 from model_optimizer.search import session as session_module
@@ -41,7 +42,7 @@ def new_session(loaded, runs: Path, events: list | None = None) -> SearchSession
     def state_for(archive):
         return DemoState(recipe_file=str(loaded.path), overrides=list(loaded.overrides),
                          output=str(loaded.path), model_config=None)
-    on_event = (lambda phase, data: events.append((phase, data))) if events is not None \
+    on_event = (events.append) if events is not None \
         else None
     return SearchSession.create("demo", loaded, runs, state_for, on_event)
 
@@ -59,9 +60,8 @@ def test_create_archives_the_recipe_and_the_first_state(loaded, tmp_path):
     state = json.loads((folder / STATE_FILE).read_text())
     assert state["seen"] == [] and state["elapsed_s"] == 0.0
     assert status_of(folder)["kind"] == "demo" and status_of(folder)["status"] == "running"
-    session.announce(extra=1)
-    assert events == [("archive", {"run_id": session.archive.id, "path": str(folder),
-                                   "extra": 1})]
+    session.announce(resumed=1)
+    assert events == [ArchiveOpened(session.archive.id, str(folder), resumed=1)]
 
 
 def test_the_clock_carries_over_a_resume_and_ends_the_budget(loaded, tmp_path, monkeypatch):

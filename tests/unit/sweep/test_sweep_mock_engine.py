@@ -22,6 +22,7 @@ from rich.console import Console
 import model_optimizer.engine.factory as factory
 from model_optimizer.cli.sweep import SweepProgress
 from model_optimizer.engine.factory import MockEngine
+from model_optimizer.events import SweepStep, SweepStepDone
 from model_optimizer.load import run_load
 from model_optimizer.load.classes import run_slo
 from model_optimizer.load.mock_server import MockServer
@@ -59,7 +60,7 @@ def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
     events = []
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     outcome = start_sweep(loaded, tmp_path / "runs", flags={}, output=tmp_path / "next.yaml",
-                          on_event=lambda phase, data: events.append(phase))
+                          on_event=lambda event: events.append(type(event)))
     assert outcome.exit_code == 0 and outcome.written == tmp_path / "next.yaml"
     chosen = outcome.chosen.value
     written = yaml.safe_load((tmp_path / "next.yaml").read_text())
@@ -80,7 +81,7 @@ def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
     for row in summary["steps"]:
         assert f"<td>{row['step']}</td>" in html
     assert f"chosen {chosen}" in html
-    assert {"step", "step_done"} <= set(events)
+    assert {SweepStep, SweepStepDone} <= set(events)
     shown = set(SweepProgress(Console(file=io.StringIO())).handlers()) | RUN_PHASES
     assert set(events) <= shown, set(events) - shown  # every phase has a display
     after = {p.pid for p in psutil.Process().children(recursive=True)

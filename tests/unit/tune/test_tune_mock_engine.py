@@ -16,6 +16,7 @@ from rich.console import Console
 import model_optimizer.engine.factory as factory
 from model_optimizer.cli.tune import TuneProgress
 from model_optimizer.engine.factory import MockEngine
+from model_optimizer.events import TuneTrial, TuneTrialDone
 from model_optimizer.tune.loop import start_tune
 from tests.unit.cli.test_progress_handlers import RUN_PHASES
 from tests.unit.mock_engine import mock_recipe
@@ -44,7 +45,7 @@ def test_a_tune_measures_every_trial_and_writes_the_best(tmp_path, tiny_model_di
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     events = []
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml",
-                         on_event=lambda phase, data: events.append(phase))
+                         on_event=lambda event: events.append(type(event)))
     assert outcome.written == tmp_path / "tuned.yaml", outcome.reason
     written = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
     assert written["engine"]["max_num_seqs"] == 4  # 4 in flight beat 1 by far
@@ -58,6 +59,6 @@ def test_a_tune_measures_every_trial_and_writes_the_best(tmp_path, tiny_model_di
     after = {p.pid for p in psutil.Process().children(recursive=True)
              if p.status() != psutil.STATUS_ZOMBIE}
     assert after <= before
-    assert {"trial", "trial_done"} <= set(events)
+    assert {TuneTrial, TuneTrialDone} <= set(events)
     shown = set(TuneProgress(Console(file=io.StringIO())).handlers()) | RUN_PHASES
     assert set(events) <= shown, set(events) - shown  # every phase has a display

@@ -18,6 +18,7 @@ import model_optimizer.engine.factory as factory
 from model_optimizer.archive.names import SUMMARY_FILE
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import UsageError
+from model_optimizer.events import LevelDone
 from model_optimizer.tune.loop import resume_tune, start_tune
 from model_optimizer.tune.scan import scan_grid, scan_levels
 from model_optimizer.tune.space import ParamSpec
@@ -66,9 +67,9 @@ def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
                                                        mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE)
     before = children_pids()
-    events: list[tuple[str, dict]] = []
+    events: list = []
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml",
-                         on_event=lambda phase, data: events.append((phase, data)))
+                         on_event=events.append)
     assert outcome.written == tmp_path / "tuned.yaml", outcome.reason
     archive = outcome.archive
     kinds = steps_by_kind(archive)
@@ -109,8 +110,8 @@ class InterruptAt:
     def __init__(self, at: int):
         self.at, self.seen = at, 0
 
-    def __call__(self, phase: str, data: dict) -> None:
-        if phase == "level_done":
+    def __call__(self, event) -> None:
+        if isinstance(event, LevelDone):
             self.seen += 1
             if self.seen == self.at:
                 raise KeyboardInterrupt
