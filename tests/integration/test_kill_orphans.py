@@ -20,7 +20,8 @@ from model_optimizer.reaper import reap_abandoned
 
 from .conftest import TEST_MARK, TINY_RECIPE, read_jsonl, run_mopt, start_mopt, vllm_processes
 
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
+# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
+pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
 CLEAN_WITHIN_S = 15.0
 
 

@@ -12,7 +12,8 @@ from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
 
 from .conftest import run_mopt
 
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
+# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
+pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
 
 
 

@@ -15,7 +15,8 @@ from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 from .browser import render
 from .conftest import read_jsonl, run_mopt
 
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
+# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
+pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
 
 
 
