@@ -51,7 +51,7 @@ def served(trained_model, tmp_path_factory):
     recipe = write_recipe(base, trained_model)
     loaded = load_recipe(recipe)
     holder = RunArchive.create(base / "server", "server", kind="eval")
-    with serve(loaded, holder, lambda phase, data: None) as endpoint:
+    with serve(loaded, holder, lambda event: None) as endpoint:
         yield SimpleNamespace(recipe=recipe, loaded=loaded, endpoint=endpoint,
                               runs=base / "runs")
     holder.set_status("ok")
