@@ -26,7 +26,9 @@ from model_optimizer.telemetry import cpu_flags
 from .conftest import run_mopt
 from .test_quantize import require_quant_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # not in the quick real-engine tier
+# slow: not in the quick real-engine tier. alone: the survivor is chosen by measured speed, and
+# its baseline load (200 requests at 128 in flight) starved a launch beside it (CI, 2026-12-02)
+pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
 CLASSES = ("general", "math", "code")
 
 
