@@ -83,12 +83,10 @@ def test_tiny_cpu_recipe_validates_and_plans(tmp_path):
 @pytest.mark.parametrize(("flags", "names"), [
     ("fpu sse2 avx2", ["fp8-dynamic"]),            # an AVX2-only x86 CPU (AMD EPYC here)
     ("fpu sse2 avx2 avx512f", ["w4a16", "kv-fp8"])])  # the defaults: no section written
-def test_cpu_candidates_are_what_this_cpu_can_serve(tmp_path, monkeypatch, flags, names):
+def test_cpu_candidates_are_what_this_cpu_can_serve(tmp_path, cpu_flags_are, flags, names):
     from model_optimizer.optimize.candidates import candidates_of
 
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-    monkeypatch.setattr("model_optimizer.telemetry.memory.CPUINFO_PATH", str(cpuinfo))
+    cpu_flags_are(flags)
     recipe = _write(tmp_path, _model(tmp_path, TINY), CPU)
     assert ("optimize:" in recipe.read_text()) == (names == ["fp8-dynamic"])
     candidates = candidates_of(load_recipe(recipe).resolved)

