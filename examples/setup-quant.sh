@@ -20,7 +20,9 @@ fi
 if ! .venv-quant/bin/python -c "import llmcompressor, torch" 2>/dev/null; then
   echo "== installing $SPEC and $QUANT_TORCH into .venv-quant"
   start=$(date +%s)
-  .venv-quant/bin/python -m pip install --quiet --disable-pip-version-check "$SPEC" "$QUANT_TORCH"
+  # shellcheck source=examples/install.sh
+  . examples/install.sh
+  install_into .venv-quant "$SPEC" "$QUANT_TORCH"
   echo "== installed in $(( $(date +%s) - start )) s"
 fi
 .venv-quant/bin/python -c 'import llmcompressor, torch, compressed_tensors, transformers as t
