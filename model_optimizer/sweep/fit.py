@@ -112,10 +112,15 @@ def fit_params(windows: Sequence[Window], drift: bool = True,
 
 def _solve(design: numpy.ndarray, target: numpy.ndarray, weights: numpy.ndarray
            ) -> numpy.ndarray:
-    """Weighted least squares per row (batched normal equations), nnls where negative."""
+    """Weighted least squares per row (batched normal equations), nnls where negative or
+    where the row's normal matrix is singular: a bootstrap draw of a scan over three or four
+    values often holds fewer than three of them (seen on a real probe-fit sweep over 1..4)."""
     normal = numpy.einsum("bm,mi,mj->bij", weights, design, design)
     right = numpy.einsum("bm,mi,bm->bi", weights, design, target)
-    coef = numpy.linalg.solve(normal + 1e-18 * numpy.eye(3), right[..., None])[..., 0]
+    full = numpy.linalg.matrix_rank(normal) == design.shape[1]
+    coef = numpy.full(right.shape, -1.0)  # rank-deficient rows: through nnls below
+    if full.any():
+        coef[full] = numpy.linalg.solve(normal[full], right[full][..., None])[..., 0]
     for row in numpy.nonzero((coef < 0).any(axis=1))[0]:
         root = numpy.sqrt(weights[row])
         coef[row], _ = nnls(design * root[:, None], target[row] * root)

@@ -14,6 +14,10 @@ INTERIOR = [(1, 10.0), (2, 16.4), (4, 22.3), (8, 32.8), (16, 42.3), (32, 54.8), 
 #: issue 11 run 5, probe-scan windows (noise CV 36.5%)
 RUN5 = [(1, 11.00), (2, 11.40), (4, 13.04), (8, 17.95), (16, 19.15), (32, 16.08),
         (64, 34.84), (12, 32.89), (8, 16.72), (12, 14.39), (8, 16.10), (12, 14.66)]
+#: a real probe-fit sweep over 1..4 (2026-12-02, up, down, narrow): bootstrap draws of it
+#: often hold fewer than three distinct values, which once made the fit's solve raise
+SMALL_SCAN = [(1, 3.95), (2, 3.98), (3, 4.75), (4, 4.25), (4, 7.13), (3, 4.78), (2, 3.11),
+              (1, 3.93), (1, 4.91), (2, 3.74), (3, 8.22), (4, 6.78)]
 GRID = relative_grid(1, 64)
 
 
@@ -91,3 +95,12 @@ def test_the_relative_grid_never_steps_more_than_an_eighth(low, high):
     for a, b in zip(grid, grid[1:], strict=False):
         assert b - a <= max(1, 0.125 * b)
     assert 121 not in relative_grid(100, 140)   # 120 against 121 is never a question
+
+
+def test_a_small_scan_whose_draws_miss_values_still_gives_a_knee_and_band():
+    grid = relative_grid(1, 4)
+    for count in range(4, len(SMALL_SCAN) + 1):
+        for seed in range(5):
+            knee = fit_knee(windows(SMALL_SCAN[:count]), grid, 0.05, seed=seed)
+            assert knee is not None and 1 <= knee.value <= 4, (count, seed)
+            assert 1 <= knee.band[0] <= knee.band[1] <= 4, (count, seed, knee.band)
