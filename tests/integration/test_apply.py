@@ -9,11 +9,6 @@ import signal
 import pytest
 import yaml
 
-from model_optimizer.engine import EngineProcess
-from model_optimizer.engine.supervisor import group_members
-from model_optimizer.recipe import load_recipe
-from model_optimizer.recipe.render import server_env, vllm_argv
-
 from .conftest import (
     TINY_RECIPE,
     exit_code,
@@ -128,45 +123,3 @@ def test_engine_killed_during_load(tiny_model, tmp_path):
     assert metrics["completed"] >= 10
     measured = [r for r in read_jsonl(archive / "requests.jsonl") if not r["warmup"]]
     assert sum(r["ok"] for r in measured) == metrics["completed"]
-
-
-def test_sigint_interrupts_cleanly(tiny_model, tmp_path):
-    runs = tmp_path / "runs"
-    proc = start_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs),
-                      "--set", "workload.num_requests=100000", "--set", "workload.duration_s=300",
-                      log=tmp_path / "mopt.log")
-    try:
-        archive = wait_for_measured_requests(runs, 5, proc)
-        proc.send_signal(signal.SIGINT)
-        assert exit_code(proc, tmp_path / "mopt.log", 30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    status = json.loads((archive / "status.json").read_text())
-    assert status["status"] == "interrupted"
-    metrics = json.loads((archive / "metrics.json").read_text())
-    assert metrics["completed"] >= 5 and metrics["qps"] > 0
-    assert (archive / "report.md").is_file()
-
-
-def test_bench_url_against_a_running_server(tiny_model, tmp_path):
-    loaded = load_recipe(TINY_RECIPE)
-    port = 18000 + os.getpid() % 1000
-    engine = EngineProcess(vllm_argv(loaded.resolved, loaded.base_dir, port=port),
-                           server_env(loaded.resolved), tmp_path / "engine.log",
-                           f"http://127.0.0.1:{port}", startup_timeout_s=300)
-    runs = tmp_path / "runs"
-    with engine:
-        engine.wait_ready()
-        result = run_mopt("bench", "--url", engine.base_url, "--tokenizer", str(tiny_model),
-                          "--prompt-tokens", "48", "--output-tokens", "16",
-                          "--concurrency", "4", "--num-requests", "40", "--runs-dir", str(runs),
-                          "--json", timeout=300)
-        group = engine.pid
-    assert result.returncode == 0, result.stdout + result.stderr
-    metrics = json.loads(result.stdout)["metrics"]
-    assert metrics["completed"] == 40 and metrics["failed"] == 0
-    records = [r for r in read_jsonl(only_archive(runs) / "requests.jsonl") if not r["warmup"]]
-    assert {r["output_tokens"] for r in records} == {16}
-    assert {r["prompt_tokens"] for r in records} == {48}
-    assert group_members(group) == []  # the whole server group is gone after stop()

@@ -1,6 +1,7 @@
 """Real vLLM: ``kill -9`` of mopt during ``apply`` and during a probe-scan ``sweep`` leaves no
-vLLM process (API server or EngineCore) within 15 s, and the next mopt command reaps the
-abandoned archives and says so. One test, two launches: the sweep is the apply's next
+vLLM process (API server or EngineCore) within 15 s (the parent-death signal stops the server
+group), and the next mopt command reaps the abandoned archives (interrupted, phase abandoned,
+sealed) and says so. One test, two launches: the sweep is the apply's next
 command; the reaper is the sweep's.
 """
 
@@ -75,6 +76,8 @@ def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
         apply.kill()
     print(f"time to clean after kill -9 of apply: {apply_clean_s:.1f} s")
     assert apply_clean_s <= CLEAN_WITHIN_S, apply_clean_s
+    # SIGKILL cannot be handled: until the next command, the archive still says running
+    assert json.loads((applied / "status.json").read_text())["status"] == "running"
 
     sweep = start_mopt("sweep", str(recipe), "--param", "max_num_seqs", "--start", "1",
                        "--growth", "4", "--max", "16", "--runs-dir", str(runs),
@@ -89,7 +92,9 @@ def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
     assert sweep_clean_s <= CLEAN_WITHIN_S, sweep_clean_s
     # the sweep was the apply's next command: it reaped that archive and said so
     assert f"reaped abandoned run {applied.name}" in (tmp_path / "sweep.log").read_text()
-    assert json.loads((applied / "status.json").read_text())["status"] == "interrupted"
+    reaped_apply = json.loads((applied / "status.json").read_text())
+    assert reaped_apply["status"] == "interrupted" and reaped_apply["phase"] == "abandoned"
+    assert (applied / "manifest.json").is_file()  # sealed by the reaper
 
     reaped = reap_abandoned(runs)  # what the sweep's next command does first
     assert reaped and all(json.loads((p / "status.json").read_text())["status"] == "interrupted"

@@ -1,8 +1,8 @@
 """`mopt tune` on the command line with the mock engine (``tests/unit/mock_mopt.py``: real
 processes, HTTP, archives and optuna storage, no vLLM; ``--resume`` runs in this process):
-Ctrl-C then ``--resume`` reruns no
-finished trial, and two workers share one study in a real PostgreSQL server. The real-vLLM
-tune (the shipped space, the planner's pruning) is tests/integration/test_tune.py."""
+the shipped space end to end, Ctrl-C then ``--resume`` reruns no finished trial, and two
+workers share one study in a real PostgreSQL server. The real-vLLM tune (the planner's
+pruning, a scanning tune) is tests/integration/test_tune.py and test_tune_scan.py."""
 
 from __future__ import annotations
 
@@ -90,6 +90,35 @@ def test_interrupt_then_resume_reruns_no_finished_trial(tiny_model_dir, tmp_path
     run_dirs = [p.name for p in (archive / "steps").iterdir() if p.is_dir()]
     assert len(run_dirs) == 3  # the finished run, the interrupted start, the rerun
     assert_written_best(output, study, json.loads(result.stdout)["best"]["number"])
+
+
+def test_the_shipped_space_end_to_end(tiny_model_dir, tmp_path):
+    """The tiny recipe's own tune section (max_num_seqs and block_size), four trials with a
+    launch each: the first at the recipe's values, every artefact written, the best trial
+    written as the next revision. (On vLLM: the planner's pruning and a scanning tune,
+    tests/integration/test_tune.py and test_tune_scan.py.)"""
+    runs, output = tmp_path / "runs", tmp_path / "tuned.yaml"
+    result = run_mopt("tune", str(TINY_RECIPE), *SMALL_LOAD, "--set", "tune.n_trials=4",
+                      "--runs-dir", str(runs), "--output", str(output), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(result.stdout)
+    [archive] = tune_archives(runs)
+    assert summary["archive"] == str(archive) and summary["written"] == str(output)
+    study = local_study(archive)
+    trials = study.get_trials(states=FINISHED)
+    assert len(trials) == 4 and len(study.trials) == 4
+    assert trials[0].user_attrs["seed"] == "recipe"
+    assert trials[0].params == {"max_num_seqs": 8, "block_size": 32}
+    assert_trials_archived(trials, [archive])
+    launched = [t for t in trials if t.user_attrs["run_ids"]]
+    assert launched and all((archive / "steps" / t.user_attrs["run_ids"][0] /
+                             "metrics.json").is_file() for t in launched)
+    assert_written_best(output, study, summary["best"]["number"])
+    for name in ("trials.csv", "summary.json", "report.md", "history.png", "pareto.png",
+                 "recipe.written.yaml"):
+        assert (archive / name).is_file(), name
+    assert len((archive / "trials.csv").read_text().splitlines()) == 5
+    assert "mattered most" in (archive / "report.md").read_text()
 
 
 @pytest.fixture
