@@ -34,6 +34,7 @@ from pathlib import Path
 from model_optimizer.measure import variant
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 
 try:
@@ -48,10 +49,10 @@ WORKLOADS = {
 }
 STRATEGIES = {
     "probe-scan": (["sweep.resolution=4", "sweep.remeasure_rounds=2"],
-                   {"start": 1, "max": 64, "strategy": "probe-scan"}),
+                   SweepFlags(start=1, max=64, strategy="probe-scan")),
     "relaunch": (["sweep.resolution=48", "sweep.max_launches=4", "sweep.remeasure_rounds=1",
                   "sweep.confirm_duration_s=0"],
-                 {"start": 4, "growth": 4, "max": 64, "strategy": "relaunch"}),
+                 SweepFlags(start=4, growth=4, max=64, strategy="relaunch")),
 }
 
 

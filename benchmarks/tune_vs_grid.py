@@ -35,10 +35,10 @@ import time
 from pathlib import Path
 
 from model_optimizer.recipe import load_recipe
-from model_optimizer.tune import TuneConfig, start_tune
+from model_optimizer.tune import TuneConfig, TuneFlags, start_tune
 
 
-def run(loaded, runs: Path, output: Path, **flags) -> tuple[dict, float]:
+def run(loaded, runs: Path, output: Path, flags: TuneFlags) -> tuple[dict, float]:
     """One tune into ``runs``; returns its summary.json (with its archive) and wall time."""
     started = time.monotonic()
     outcome = start_tune(loaded, runs, flags=flags, output=output)
@@ -149,11 +149,11 @@ def main() -> None:
     budget = args.budget or max(1, grid_size // 2)
     print(f"grid: {grid_size} configurations, one launch each; {args.duration:g} s windows",
           flush=True)
-    grid, grid_s = run(loaded, scratch / "grid", scratch / "grid.yaml", sampler="grid",
-                       n_trials=grid_size, strategy="relaunch")
+    grid, grid_s = run(loaded, scratch / "grid", scratch / "grid.yaml",
+                       TuneFlags(sampler="grid", n_trials=grid_size, strategy="relaunch"))
     print(f"tune: TPE scanning max_num_seqs, budget {budget} trials", flush=True)
-    tune, tune_s = run(loaded, scratch / "tune", scratch / "tune.yaml", sampler="tpe",
-                       n_trials=budget, seed=args.seed, strategy="scan")
+    tune, tune_s = run(loaded, scratch / "tune", scratch / "tune.yaml",
+                       TuneFlags(sampler="tpe", n_trials=budget, seed=args.seed, strategy="scan"))
     report(grid, grid_s, tune, tune_s, budget)
     print(f"archives: {scratch}")
 

@@ -141,10 +141,11 @@ def run_capacity(loaded: LoadedRecipe, runs_base: str | Path, *, url: str | None
     reap_abandoned(runs_base)
     command = server.command if server else EngineCommand([], {})
     archive = RunArchive.create(runs_base, loaded.name, kind="capacity", start=lambda new: (
-        write_start(new, loaded, command.argv, command.env,
+        write_start(new, loaded,
                     {"kind": "capacity", "url": redact_url(server.base_url if server else url),
                      "model": model_name, "tokenizer": tokenizer_dir,
-                     "capacity": config.__dict__, "workload": recipe["workload"]})))
+                     "capacity": config.__dict__, "workload": recipe["workload"]},
+                    argv=command.argv, env=command.env)))
     if server is not None:
         engine, url = server.process(archive.file(ENGINE_LOG)), server.base_url
     outcome = CapacityOutcome(STATUS_INTERRUPTED, archive.path, archive.id)

@@ -155,8 +155,8 @@ def archived_engine(loaded: LoadedRecipe, runs_base: str | Path, factory: Engine
     server = plan_server(loaded, factory)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, loaded.name, kind=kind, start=lambda new: write_start(
-        new, loaded, server.command.argv, server.command.env,
-        {**extra, "placement": server.placement.to_dict()}))
+        new, loaded, {**extra, "placement": server.placement.to_dict()},
+        argv=server.command.argv, env=server.command.env))
     return archive, server.process(archive.file(ENGINE_LOG))
 
 
@@ -313,8 +313,8 @@ def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokeniz
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
     shown = {"kind": "bench", "url": redact_url(base_url), "model": model_name}
     archive = RunArchive.create(runs_base, loaded.name, kind="bench", start=lambda new: write_start(
-        new, loaded, [], {}, {**shown, "workload": workload, "placement": placement.to_dict(),
-                              **(archive_extra or {})}))
+        new, loaded, {**shown, "workload": workload, "placement": placement.to_dict(),
+                      **(archive_extra or {})}, argv=[], env={}))
     measurement = RunRecords(archive, items)
     outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     emit(ArchiveOpened(archive.id, str(archive.path)))

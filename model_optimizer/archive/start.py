@@ -16,20 +16,35 @@ from model_optimizer.secrets import redact_argv, redact_env, redact_override, re
 from model_optimizer.telemetry import hardware_label, hardware_seen
 
 
-def write_start(archive: RunArchive, loaded: LoadedRecipe, argv: list[str],
-                env: dict[str, str], extra: dict) -> None:
-    """The start files of a run archive: both recipes, run.json and the index entry."""
-    archive.write_text(GIVEN_RECIPE, loaded.source_text)
-    archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
-                       header=f"# {loaded.name} as run by mopt, defaults filled in\n")
-    run = {
-        "id": archive.id, "created_at": utc_now(), "recipe_file": str(loaded.path or ""),
-        "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
-        "overrides": [redact_override(item) for item in loaded.overrides],
-        "argv": redact_argv(argv), "env": redact_env(env),
-        "versions": collect_versions(), "hardware": hardware_seen(), **extra}
+def write_start(archive: RunArchive, loaded: LoadedRecipe | None, extra: dict, *,
+                argv: list[str] | None = None, env: dict[str, str] | None = None,
+                verb: str = "run") -> None:
+    """The start files of a run archive: both recipes (none without ``loaded``: an eval of
+    a --url alone), run.json and the index entry. run.json has ``argv`` and ``env``
+    (redacted) when given; ``verb`` heads the resolved recipe ("run", "evaluated")."""
+    if loaded is not None:
+        archive.write_text(GIVEN_RECIPE, loaded.source_text)
+        archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
+                           header=f"# {loaded.name} as {verb} by mopt, defaults filled in\n")
+    run = {"id": archive.id, "created_at": utc_now(), **_recipe_fields(loaded)}
+    if argv is not None:
+        run["argv"] = redact_argv(argv)
+    if env is not None:
+        run["env"] = redact_env(env)
+    run.update({"versions": collect_versions(), "hardware": hardware_seen(), **extra})
     archive.write_json(RUN_FILE, run)
-    archive.write_entry(**run_fields(run, loaded.resolved, hardware_label(run["hardware"])))
+    archive.write_entry(**run_fields(run, loaded.resolved if loaded else None,
+                                     hardware_label(run["hardware"])))
+
+
+def _recipe_fields(loaded: LoadedRecipe | None) -> dict:
+    """run.json's recipe file, name, revision and (redacted) overrides."""
+    if loaded is None:
+        return {"recipe_file": "", "recipe_name": None, "recipe_revision": None,
+                "overrides": []}
+    return {"recipe_file": str(loaded.path or ""), "recipe_name": loaded.name,
+            "recipe_revision": loaded.spec.revision,
+            "overrides": [redact_override(item) for item in loaded.overrides]}
 
 
 def scrub_log(path: Path, known: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated
 
@@ -20,17 +21,11 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.endpoint import endpoint_model
 from model_optimizer.cli.progress import RunProgress
-from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
 from model_optimizer.runner import bench_endpoint
 from model_optimizer.signals import terminate_as_interrupt
 
 _BARE_RECIPE = "recipe_version: 1\nname: bench\nmodel: {path: endpoint}\n"
-_FLAG_KEYS = {"prompt_tokens": "prompt_tokens", "output_tokens": "output_tokens",
-              "concurrency": "concurrency", "num_requests": "num_requests",
-              "duration_s": "duration_s", "request_rate": "request_rate",
-              "warmup": "warmup_requests", "shared_prefix": "shared_prefix_tokens",
-              "seed": "seed", "endpoint": "endpoint", "dataset": "dataset.path",
-              "api_key_env": "api_key_env", "ignore_eos": "ignore_eos"}
 
 
 def _flag_text(value: object) -> str:
@@ -40,6 +35,32 @@ def _flag_text(value: object) -> str:
     if isinstance(value, Path):
         return str(value.expanduser().resolve())
     return str(value)
+
+
+@dataclass(frozen=True)
+class WorkloadFlags:
+    """``mopt bench``'s workload flags, None when not given; each sets ``workload.<name>``,
+    or the key its field's metadata names."""
+
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    concurrency: int | None = None
+    num_requests: int | None = None
+    duration_s: float | None = None
+    request_rate: str | None = None
+    warmup: int | None = field(default=None, metadata={"key": "warmup_requests"})
+    shared_prefix: int | None = field(default=None, metadata={"key": "shared_prefix_tokens"})
+    seed: int | None = None
+    endpoint: str | None = None
+    dataset: Path | None = field(default=None, metadata={"key": "dataset.path"})
+    api_key_env: str | None = None
+    ignore_eos: bool | None = None
+
+    def overrides(self) -> list[str]:
+        """The ``--set`` overrides of the flags given, in field order."""
+        given = [(f.metadata.get("key", f.name), getattr(self, f.name)) for f in fields(self)]
+        return [f"workload.{key}={_flag_text(value)}" for key, value in given
+                if value is not None]
 
 
 @handle_errors
@@ -85,12 +106,12 @@ def bench(
     SLOs are met, 4 when not, 2 for bad input.
     """
     url = url.rstrip("/")
-    given = locals()
-    flag_sets = [f"workload.{key}={_flag_text(given[flag])}"
-                 for flag, key in _FLAG_KEYS.items() if given[flag] is not None]
-    sets = flag_sets + list(overrides or [])
-    loaded = (load_recipe(recipe, sets) if recipe is not None
-              else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))
+    flags = WorkloadFlags(
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
+        num_requests=num_requests, duration_s=duration_s, request_rate=request_rate,
+        warmup=warmup, shared_prefix=shared_prefix, seed=seed, endpoint=endpoint,
+        dataset=dataset, api_key_env=api_key_env, ignore_eos=ignore_eos)
+    loaded = _load(recipe, flags, overrides)
     model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
                                                recipe_given=recipe is not None)
     terminate_as_interrupt()
@@ -104,3 +125,11 @@ def bench(
     else:
         print_outcome(outcome)
     raise typer.Exit(outcome.exit_code)
+
+
+def _load(recipe: Path | None, flags: WorkloadFlags, overrides: list[str] | None
+          ) -> LoadedRecipe:
+    """--recipe (or a bare recipe) with the workload flags, then --set, applied."""
+    sets = flags.overrides() + list(overrides or [])
+    return (load_recipe(recipe, sets) if recipe is not None
+            else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -90,3 +91,23 @@ def check_resume(search_dir: Path, force: bool) -> None:
     loaded = archived_recipe(Path(search_dir))
     if loaded is not None:
         check_before_launch(loaded, force, err_console)
+
+
+@dataclass(frozen=True)
+class SearchArgs:
+    """What ``mopt sweep`` and ``mopt tune`` are given besides their own flags: RECIPE or
+    --resume, --set, --runs-dir, --output, --model-config, --force, --no-quality-gate."""
+
+    recipe: Path | None
+    resume: Path | None
+    overrides: list[str] | None
+    runs_dir: Path | None
+    output: Path | None
+    model_config: Path | None
+    force: bool
+    no_quality_gate: bool
+
+    def prepare(self, command: str, as_json: bool) -> LoadedRecipe:
+        """Choose (announce), load and preflight the recipe the search launches."""
+        return prepare_launch(self.recipe, self.overrides, command, self.force, self.runs_dir,
+                              as_json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -23,12 +23,7 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.completion import complete_search
-from model_optimizer.cli.current import (
-    ForceOption,
-    OptionalRecipeArg,
-    check_resume,
-    prepare_launch,
-)
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, SearchArgs, check_resume
 from model_optimizer.cli.progress import SearchProgress, run_search, steps_text
 from model_optimizer.errors import UsageError
 from model_optimizer.events import (
@@ -42,6 +37,10 @@ from model_optimizer.events import (
     SweepStep,
     SweepStepDone,
 )
+from model_optimizer.sweep.flags import SweepFlags
+
+if TYPE_CHECKING:
+    from model_optimizer.sweep.loop import SweepOutcome
 
 
 class SweepProgress(SearchProgress):
@@ -88,10 +87,10 @@ class SweepProgress(SearchProgress):
         self._log(f"  -> {verdict}")
 
 
-def _values(text: str | None) -> list | None:
+def _values(text: str | None) -> tuple | None:
     if text is None:
         return None
-    return [yaml.safe_load(item.strip()) for item in text.split(",") if item.strip()]
+    return tuple(yaml.safe_load(item.strip()) for item in text.split(",") if item.strip())
 
 
 @handle_errors
@@ -146,28 +145,27 @@ def sweep(
 
     terminate_as_interrupt()
     progress = SweepProgress(progress_console(as_json))
-    flags = {"param": param, "start": start, "growth": growth, "step": step,
-             "max": max_value, "values": _values(values), "strategy": strategy,
-             "strict": strict}
-    run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, flags, force, no_quality_gate),
-               progress, "sweep", "report.md, summary.csv, plot.png", as_json)
+    args = SearchArgs(recipe=recipe, resume=resume, overrides=overrides,
+                      runs_dir=runs_dir_opt, output=output, model_config=model_config,
+                      force=force, no_quality_gate=no_quality_gate)
+    flags = SweepFlags(param=param, start=start, growth=growth, step=step, max=max_value,
+                       values=_values(values), strategy=strategy, strict=strict)
+    run_search(lambda: _run(args, flags, progress), progress, "sweep",
+               "report.md, summary.csv, plot.png", as_json)
 
 
-def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, flags,
-         force=False, no_quality_gate=False):
+def _run(args: SearchArgs, flags: SweepFlags, progress: SweepProgress) -> SweepOutcome:
     from model_optimizer.quality.search_gate import require_gate
     from model_optimizer.sweep.loop import resume_sweep, start_sweep
 
-    if resume is not None:
-        if recipe is not None or overrides:
+    if args.resume is not None:
+        if args.recipe is not None or args.overrides:
             raise UsageError("--resume continues a sweep with its archived recipe and "
                              "settings; give no RECIPE or --set with it")
-        check_resume(resume, force)
-        return resume_sweep(resume, on_event=progress)
-    loaded = prepare_launch(recipe, overrides, "sweep", force, runs_dir_opt,
-                            progress.console is err_console)
-    param = flags["param"] or loaded.resolved["sweep"]["param"]
-    require_gate(loaded, [f"engine.{param}"], no_quality_gate, "mopt sweep")
-    return start_sweep(loaded, runs_dir(runs_dir_opt), flags=flags, output=output,
-                       model_config=model_config, on_event=progress)
+        check_resume(args.resume, args.force)
+        return resume_sweep(args.resume, on_event=progress)
+    loaded = args.prepare("sweep", progress.console is err_console)
+    param = flags.param or loaded.resolved["sweep"]["param"]
+    require_gate(loaded, [f"engine.{param}"], args.no_quality_gate, "mopt sweep")
+    return start_sweep(loaded, runs_dir(args.runs_dir), flags=flags, output=args.output,
+                       model_config=args.model_config, on_event=progress)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,12 +23,7 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.completion import complete_search
-from model_optimizer.cli.current import (
-    ForceOption,
-    OptionalRecipeArg,
-    check_resume,
-    prepare_launch,
-)
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, SearchArgs, check_resume
 from model_optimizer.cli.progress import SearchProgress, eta_text, run_search
 from model_optimizer.errors import UsageError
 from model_optimizer.events import (
@@ -44,6 +39,10 @@ from model_optimizer.events import (
     TuneTrial,
     TuneTrialDone,
 )
+
+if TYPE_CHECKING:
+    from model_optimizer.tune.loop import TuneOutcome
+    from model_optimizer.tune.space import TuneFlags
 
 STORAGE_ENV = "MOPT_TUNE_STORAGE"
 
@@ -170,38 +169,38 @@ def tune(
     with --resume).
     """
     from model_optimizer.signals import terminate_as_interrupt
+    from model_optimizer.tune.space import TuneFlags  # the tune package loads optuna
 
     terminate_as_interrupt()
     progress = TuneProgress(progress_console(as_json))
-    flags = {"n_trials": n_trials, "max_minutes": max_minutes, "sampler": sampler,
-             "seed": seed, "strategy": None if scan is None else ("scan" if scan else
-                                                                    "relaunch")}
-    run_search(lambda: _run(recipe, resume, overrides, progress, runs_dir_opt, output,
-                            model_config, storage, study_name, flags, force,
-                            no_quality_gate),
-               progress, "tune", "report.md, trials.csv, study.db, history.png, pareto.png",
-               as_json)
+    args = SearchArgs(recipe=recipe, resume=resume, overrides=overrides,
+                      runs_dir=runs_dir_opt, output=output, model_config=model_config,
+                      force=force, no_quality_gate=no_quality_gate)
+    flags = TuneFlags(n_trials=n_trials, max_minutes=max_minutes, sampler=sampler, seed=seed,
+                      strategy=None if scan is None else ("scan" if scan else "relaunch"))
+    run_search(lambda: _run(args, flags, storage, study_name, progress), progress, "tune",
+               "report.md, trials.csv, study.db, history.png, pareto.png", as_json)
 
 
-def _run(recipe, resume, overrides, progress, runs_dir_opt, output, model_config, storage,
-         study_name, flags, force=False, no_quality_gate=False):
+def _run(args: SearchArgs, flags: TuneFlags, storage: str | None, study_name: str | None,
+         progress: TuneProgress) -> TuneOutcome:
     from model_optimizer.quality.search_gate import require_gate
     from model_optimizer.tune.loop import resume_tune, start_tune
 
-    if resume is not None:
-        if recipe is not None or overrides or any(
-                flags[k] is not None for k in ("max_minutes", "sampler", "seed", "strategy")):
+    if args.resume is not None:
+        if args.recipe is not None or args.overrides or any(
+                value is not None for value in (flags.max_minutes, flags.sampler, flags.seed,
+                                                flags.strategy)):
             raise UsageError("--resume continues a tune with its archived recipe and "
                              "settings; give no RECIPE, --set, --sampler, --seed, "
                              "--scan/--no-scan or --max-minutes with it (--n-trials extends "
                              "the budget)")
-        check_resume(resume, force)
-        return resume_tune(resume, storage=storage, n_trials=flags["n_trials"],
+        check_resume(args.resume, args.force)
+        return resume_tune(args.resume, storage=storage, n_trials=flags.n_trials,
                            on_event=progress)
-    loaded = prepare_launch(recipe, overrides, "tune", force, runs_dir_opt,
-                            progress.console is err_console)
+    loaded = args.prepare("tune", progress.console is err_console)
     require_gate(loaded, [f"engine.{name}" for name in loaded.resolved["tune"]["params"]],
-                 no_quality_gate, "mopt tune")
-    return start_tune(loaded, runs_dir(runs_dir_opt), flags=flags, storage=storage,
-                      study_name=study_name, output=output, model_config=model_config,
-                      on_event=progress)
+                 args.no_quality_gate, "mopt tune")
+    return start_tune(loaded, runs_dir(args.runs_dir), flags=flags, storage=storage,
+                      study_name=study_name, output=args.output,
+                      model_config=args.model_config, on_event=progress)

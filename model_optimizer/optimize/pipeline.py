@@ -244,6 +244,7 @@ class Pipeline:
         return variant(self.loaded, extra)
 
     def _sweep(self, survivor: str) -> dict:
+        from model_optimizer.sweep.flags import SweepFlags
         from model_optimizer.sweep.loop import resume_sweep, start_sweep
 
         previous = self.state.stages.get("sweep") or {}
@@ -259,7 +260,7 @@ class Pipeline:
                 self.emit(event)
 
             outcome = start_sweep(self.survivor_recipe(survivor), self.steps,
-                                  flags={"param": "max_num_seqs"}, output=output,
+                                  flags=SweepFlags(param="max_num_seqs"), output=output,
                                   on_event=remember)
         return {"kind": "sweep", "what": f"max_num_seqs sweep on {survivor}",
                 "status": "ok" if outcome.written else "failed", "reason": outcome.reason,

@@ -17,18 +17,8 @@ from pathlib import Path
 
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_OK, RunArchive, failed_status
 from model_optimizer.archive import utc_now as _utc_now
-from model_optimizer.archive.entry import run_fields
-from model_optimizer.archive.names import (
-    ENGINE_LOG,
-    FAILURE_FILE,
-    GIVEN_RECIPE,
-    REPORT_FILE,
-    RESOLVED_RECIPE,
-    RUN_FILE,
-    SERVER_FILE,
-)
-from model_optimizer.archive.start import scrub_log
-from model_optimizer.archive.versions import collect_versions
+from model_optimizer.archive.names import ENGINE_LOG, FAILURE_FILE, REPORT_FILE, SERVER_FILE
+from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine import EngineProcess, EngineStartError
 from model_optimizer.engine.factory import plan_server
 from model_optimizer.errors import UsageError
@@ -58,14 +48,8 @@ from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.runner import check_model_present
-from model_optimizer.secrets import (
-    redact_argv,
-    redact_env,
-    redact_override,
-    secret_values,
-)
+from model_optimizer.secrets import redact_argv, redact_env, secret_values
 from model_optimizer.signals import interrupts_deferred
-from model_optimizer.telemetry import hardware_label, hardware_seen
 
 
 class EvalRequestsFailed(Exception):
@@ -110,25 +94,6 @@ class EvalOutcome:
                 "figures": self.result.figures(), "timings_s": self.result.timings_s,
                 "comparison": self.comparison.to_dict() if self.comparison else None,
                 "gate": self.gate.to_dict() if self.gate else None}
-
-
-def _write_start(archive: RunArchive, loaded: LoadedRecipe | None, config: QualityConfig,
-                 extra: dict) -> None:
-    if loaded is not None:
-        archive.write_text(GIVEN_RECIPE, loaded.source_text)
-        archive.write_yaml(RESOLVED_RECIPE, loaded.resolved,
-                           header=f"# {loaded.name} as evaluated by mopt, defaults filled in\n")
-    run = {
-        "id": archive.id, "kind": "eval", "created_at": _utc_now(),
-        "recipe_file": str(loaded.path or "") if loaded else "",
-        "recipe_name": loaded.name if loaded else None,
-        "recipe_revision": loaded.resolved["revision"] if loaded else None,
-        "overrides": [redact_override(o) for o in loaded.overrides] if loaded else [],
-        "quality": config.to_dict(),
-        "versions": collect_versions(), "hardware": hardware_seen(), **extra}
-    archive.write_json(RUN_FILE, run)
-    archive.write_entry(**run_fields(run, loaded.resolved if loaded else None,
-                                     hardware_label(run["hardware"])))
 
 
 @contextlib.contextmanager
@@ -262,9 +227,10 @@ def run_eval(loaded: LoadedRecipe | None, config: QualityConfig, runs_base: str 
     if url is None and loaded is None:
         raise UsageError("an eval needs a recipe to launch or a --url")
     reap_abandoned(runs_base)
-    archive = RunArchive.create(runs_base, label, kind="eval", start=lambda new: _write_start(
-        new, loaded, config, {"url": url,
-                              "baseline_run": reference.run_id if reference else None}))
+    archive = RunArchive.create(runs_base, label, kind="eval", start=lambda new: write_start(
+        new, loaded, {"kind": "eval", "quality": config.to_dict(), "url": url,
+                      "baseline_run": reference.run_id if reference else None},
+        verb="evaluated"))
     result = EvalResult(archive.id, archive.path, STATUS_INTERRUPTED, config, items)
     outcome = EvalOutcome(result)
     emit(ArchiveOpened(archive.id, str(archive.path)))

@@ -27,10 +27,8 @@ from model_optimizer.events import (
 )
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
-from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import Recipe
-from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
 from model_optimizer.runner import run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.revision import default_model_config, write_validated_revision
@@ -45,6 +43,7 @@ from model_optimizer.search.session import (
 from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
 from model_optimizer.sweep.fit import Knee
 from model_optimizer.sweep.fitscan import fitted_choice, knee_record, next_step
+from model_optimizer.sweep.flags import SweepFlags, build_config
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
@@ -110,27 +109,6 @@ class SweepOutcome(RevisionOutcome):
         return {"status": self.status, "sweep_id": self.sweep_id, "archive": str(self.archive),
                 "chosen": self.chosen.to_dict() if self.chosen else None, "reason": self.reason,
                 "written": str(self.written) if self.written else None, "figures": self.figures}
-
-
-def build_config(recipe: dict, **flags) -> SweepConfig:
-    """SweepConfig from the recipe's sweep section, CLI flags winning; the knob must be one
-    mopt can sweep, with values (categorical) or a start (numeric) to begin from."""
-    section = {**recipe["sweep"], **{k: v for k, v in flags.items() if v is not None}}
-    param = section["param"]
-    if param not in NUMERIC_KNOBS + CATEGORICAL_KNOBS:
-        raise UsageError(f"--param {param}: not a knob mopt can sweep; choose one of "
-                         f"{', '.join(NUMERIC_KNOBS + CATEGORICAL_KNOBS)}")
-    if param in CATEGORICAL_KNOBS and not section.get("values"):
-        raise UsageError(f"--param {param} is categorical: give the values to try with "
-                         "--values, e.g. --values auto,fp8")
-    if param in NUMERIC_KNOBS and not section.get("values") and section.get("start") is None:
-        current = recipe["engine"].get(param)
-        if current is None:
-            raise UsageError(f"--param {param}: give --start (the recipe sets no {param} and "
-                             "no sweep.start)")
-        section["start"] = current
-    return SweepConfig.from_recipe(
-        section, multiple_of=knob_multiple(param, recipe["hardware"]["accelerator"]))
 
 
 def point_of(value: object, phase: str, measured: Measurement) -> Point:
@@ -395,16 +373,16 @@ def _objective(recipe: Recipe, has_slo: bool) -> str:
     return f"{wanted}:{base}" if wanted else base
 
 
-def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
-                output: Path | None = None, model_config: Path | None = None,
-                on_event: EventCallback | None = None,
+def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
+                flags: SweepFlags | None = None, output: Path | None = None,
+                model_config: Path | None = None, on_event: EventCallback | None = None,
                 measure: Measure | None = None, engine_factory=None) -> SweepOutcome:
-    """Begin a new sweep of ``loaded`` and run it to the end (``engine_factory``: the scan
-    and confirmation servers, vLLM by default, the mock server in tests)."""
-    recipe = loaded.resolved
-    requested = flags.pop("strategy", None) or loaded.spec.sweep.strategy
-    strict = bool(flags.pop("strict", False))
-    config = build_config(recipe, **flags)
+    """Begin a new sweep of ``loaded`` and run it to the end (``flags``: what the caller
+    asks beyond the recipe's sweep section; ``engine_factory``: the scan and confirmation
+    servers, vLLM by default, the mock server in tests)."""
+    recipe, flags = loaded.resolved, flags or SweepFlags()
+    requested = flags.strategy or loaded.spec.sweep.strategy
+    config = build_config(recipe, flags)
     strategy, why = resolve_strategy(requested, recipe, config)
     model_config_path = default_model_config(loaded, model_config)
     if strategy in SCANNING:
@@ -416,7 +394,7 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict,
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=_objective(loaded.spec, has_slo),
         output=str(output or loaded.path), model_config=model_config_path,
-        strategy=strategy, strategy_reason=why, strict=strict)
+        strategy=strategy, strategy_reason=why, strict=flags.strict)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
     return SweepRunner(session, measure, engine_factory).run()

@@ -10,6 +10,7 @@ trials.csv, summary.json, the plots and report.md in the archive.
 
 from model_optimizer.tune.evaluate import TrialResult
 from model_optimizer.tune.loop import TuneOutcome, resume_tune, start_tune
-from model_optimizer.tune.space import ParamSpec, TuneConfig
+from model_optimizer.tune.space import ParamSpec, TuneConfig, TuneFlags
 
-__all__ = ["ParamSpec", "TrialResult", "TuneConfig", "TuneOutcome", "resume_tune", "start_tune"]
+__all__ = ["ParamSpec", "TrialResult", "TuneConfig", "TuneFlags", "TuneOutcome", "resume_tune",
+           "start_tune"]

@@ -50,12 +50,7 @@ from model_optimizer.search.revision import default_model_config, write_validate
 from model_optimizer.search.session import SearchSession, SearchState, read_search_archive
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
-from model_optimizer.tune.evaluate import (
-    TrialResult,
-    read_trial_result,
-    slo_bounds,
-    trial_verdict,
-)
+from model_optimizer.tune.evaluate import TrialResult, read_trial_result, slo_bounds, trial_verdict
 from model_optimizer.tune.outputs import (
     best_trial,
     ranked_feasible,
@@ -63,7 +58,13 @@ from model_optimizer.tune.outputs import (
     write_trials_csv,
 )
 from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan, scan_grid
-from model_optimizer.tune.space import TuneConfig, overrides_for, planner_seed, recipe_seed
+from model_optimizer.tune.space import (
+    TuneConfig,
+    TuneFlags,
+    overrides_for,
+    planner_seed,
+    recipe_seed,
+)
 from model_optimizer.tune.study import (
     Heartbeat,
     beyond_budget,
@@ -390,14 +391,14 @@ class TuneRunner:
 
 
 # ----- entry points --------------------------------------------------------------------------
-def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | None = None,
+def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: TuneFlags | None = None,
                storage: str | None = None, study_name: str | None = None,
                output: Path | None = None, model_config: Path | None = None,
                on_event: events.EventCallback | None = None, measure: Measure | None = None,
                ) -> TuneOutcome:
     """Begin a tune of ``loaded`` (or join the shared study ``study_name``) and run it."""
-    flags = flags or {}
-    config = TuneConfig.from_recipe(loaded.resolved["tune"], **flags)
+    flags = flags or TuneFlags()
+    config = TuneConfig.from_recipe(loaded.resolved["tune"], flags)
     if config.sampler == "grid":
         config.grid()  # a usage error now rather than after the archive exists
     if storage and not study_name:
@@ -415,7 +416,7 @@ def start_tune(loaded: LoadedRecipe, runs_base: str | Path, *, flags: dict | Non
             overrides=list(loaded.overrides), output=str(output or loaded.path),
             model_config=default_model_config(loaded, model_config),
             storage=redact_url(urls["storage"]), local_study=storage is None,
-            study_name=study_name or archive.id, explicit_n_trials=flags.get("n_trials"),
+            study_name=study_name or archive.id, explicit_n_trials=flags.n_trials,
             scan=scan, scan_reason=why)
 
     session = SearchSession.create(KIND, loaded, runs_base, state_for, on_event)

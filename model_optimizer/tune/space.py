@@ -120,6 +120,22 @@ class ParamSpec:
         return int(top) if self.kind.startswith("int") else round(top, FLOAT_DECIMALS)
 
 
+@dataclass(frozen=True)
+class TuneFlags:
+    """What a caller asks of a tune beyond its recipe (``mopt tune``'s flags); each field
+    None leaves the recipe's ``tune`` section as it is."""
+
+    n_trials: int | None = None
+    max_minutes: float | None = None
+    sampler: str | None = None
+    seed: int | None = None
+    strategy: str | None = None    # auto | scan | relaunch
+
+    def given(self) -> dict:
+        """The tune-section keys given (not None), by their recipe names."""
+        return {key: value for key, value in vars(self).items() if value is not None}
+
+
 @dataclass
 class TuneConfig:
     """What one tune searches and how: the recipe's ``tune`` section, CLI flags winning."""
@@ -140,9 +156,9 @@ class TuneConfig:
         self.names = [spec.name for spec in self.params]
 
     @classmethod
-    def from_recipe(cls, tune: dict, **flags) -> TuneConfig:
-        """From a resolved recipe's ``tune`` section; flags that are not None override it."""
-        section = {**tune, **{k: v for k, v in flags.items() if v is not None}}
+    def from_recipe(cls, tune: dict, flags: TuneFlags | None = None) -> TuneConfig:
+        """From a resolved recipe's ``tune`` section; the flags given override it."""
+        section = {**tune, **(flags or TuneFlags()).given()}
         if not section["params"]:
             raise UsageError("the recipe's tune.params is empty: list the knobs to search, "
                              "e.g. tune: {params: {max_num_seqs: {type: int_log, low: 1, "

@@ -44,7 +44,7 @@ def test_a_sweep_report_renders_in_chromium_with_the_archived_numbers(
     monkeypatch.setattr(factory, "VllmEngine", lambda: MockEngine(ttft_ms=50, itl_ms=5,
                                                                   capacity=4))
     outcome = start_sweep(mock_recipe(tmp_path, tiny_model_dir, SWEEP), tmp_path / "runs",
-                          flags={}, output=tmp_path / "next.yaml")
+                          output=tmp_path / "next.yaml")
     assert outcome.exit_code == 0, outcome.reason
     summary = json.loads((outcome.archive / "summary.json").read_text())
     shown = render(outcome.archive / "report.html", "report-sweep-mock")

@@ -9,6 +9,7 @@ import pytest
 from model_optimizer.archive import RunArchive, entry, index
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 
 from .fakes import make_run, tiny_recipe
@@ -41,7 +42,8 @@ def test_a_sweep_enters_the_revision_it_wrote(tmp_path, recipe):
                            figures={"qps": qps, "status": "ok"})
 
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "sweep.max=4"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={"start": 1}, measure=measure)
+    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1),
+                          measure=measure)
     status = json.loads((outcome.archive / "status.json").read_text())
     written = load_recipe(recipe).resolved
     assert status["entry"]["recipe_revision"] == 2

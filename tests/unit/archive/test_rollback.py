@@ -11,6 +11,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.history.rollback import reverify, rollback, tolerance_checks
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 
 from .fakes import make_run, read_json, tiny_recipe, tree_state
@@ -31,7 +32,7 @@ def fake_measure(step, value):
 
 def sweep_to_revision_2(recipe, runs):
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "sweep.max=4"])
-    outcome = start_sweep(loaded, runs, flags={"start": 1}, measure=fake_measure)
+    outcome = start_sweep(loaded, runs, flags=SweepFlags(start=1), measure=fake_measure)
     assert outcome.written == recipe and load_recipe(recipe).resolved["revision"] == 2
     return outcome
 

@@ -17,6 +17,7 @@ from model_optimizer.quality import search_gate
 from model_optimizer.quality.gate import GateResult
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 from tests.unit.conftest import AVX2_FLAGS
 
@@ -55,7 +56,7 @@ def test_a_candidate_failing_the_gate_is_an_explained_step_and_never_written(
     monkeypatch.setattr(search_gate, "load_baseline", fake_baseline)
     monkeypatch.setattr(search_gate, "evaluate", fake_evaluate)
     loaded = load_recipe(recipe, ["quality.thresholds.max_mean_kl=0"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={"values": ["auto", "fp8"]})
+    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(values=("auto", "fp8")))
     assert launched == ["auto"]                  # fp8 was never load-tested
     assert len(baselines) == 1
     assert outcome.chosen.value == "auto" and outcome.written == recipe
@@ -89,7 +90,7 @@ def test_a_value_this_cpu_cannot_run_is_skipped_before_any_eval_or_launch(
                         lambda *a, **k: SimpleNamespace(run_id="base-eval"))
     monkeypatch.setattr(search_gate, "evaluate", lambda step, **k: evaluated.append(step))
     outcome = start_sweep(load_recipe(recipe), tmp_path / "runs",
-                          flags={"values": ["auto", "fp8"]})
+                          flags=SweepFlags(values=("auto", "fp8")))
     assert launched == ["auto"] and evaluated == []
     assert outcome.chosen.value == "auto"
     state = yaml.safe_load((outcome.archive / "state.json").read_text())

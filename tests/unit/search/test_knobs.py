@@ -32,7 +32,7 @@ def test_the_cpu_block_multiple_is_one_rule_read_everywhere():
     assert knob_multiple("block_size", "cpu") == CPU_BLOCK_MULTIPLE == 32
     assert knob_multiple("block_size", "H100") is None
     assert knob_multiple("max_num_seqs", "cpu") is None
-    from model_optimizer.sweep.loop import build_config
+    from model_optimizer.sweep.flags import build_config
 
     recipe = {"sweep": {"param": "block_size", "start": 32, "growth": 2.0},
               "engine": {}, "hardware": {"accelerator": "cpu"}}
@@ -45,8 +45,8 @@ def test_build_config_is_from_recipe_with_the_flags_winning():
     recipe = {"sweep": {"param": "max_num_seqs", "start": None, "growth": 2.0, "repeats": 3,
                         "max_minutes": 5, "confirm_duration_s": 0},
               "engine": {"max_num_seqs": 8}, "hardware": {"accelerator": "cpu"}}
-    from model_optimizer.sweep.loop import build_config
+    from model_optimizer.sweep.flags import SweepFlags, build_config
 
-    config = build_config(recipe, growth=4.0, max=None)
+    config = build_config(recipe, SweepFlags(growth=4.0, max=None))
     assert config == SweepConfig.from_recipe({**recipe["sweep"], "start": 8, "growth": 4.0})
 

@@ -7,6 +7,7 @@ import yaml
 
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 from tests.unit.sweep.test_loop import FakeMeasure, recipe  # noqa: F401 - the fixture
 
@@ -30,7 +31,7 @@ def fit_sweep(recipe, tmp_path, measure, strict=False):  # noqa: F811
                                   "sweep.max=64"])
     out = tmp_path / "out.yaml"
     outcome = start_sweep(loaded, tmp_path / "runs", output=out, measure=measure,
-                          flags={"start": 1, "strategy": "probe-fit", "strict": strict})
+                          flags=SweepFlags(start=1, strategy="probe-fit", strict=strict))
     return outcome, out
 
 

@@ -8,6 +8,7 @@ import yaml
 
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import resume_sweep, start_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +54,8 @@ def recipe(tmp_path):
 def sweep_once(recipe, runs, measure, output):
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
                                   "sweep.max_launches=20"])
-    return start_sweep(loaded, runs, flags={"start": 1}, output=output, measure=measure)
+    return start_sweep(loaded, runs, flags=SweepFlags(start=1), output=output,
+                       measure=measure)
 
 
 def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
@@ -146,7 +148,7 @@ def test_re_measurement_stops_at_the_launch_budget(recipe, tmp_path):
     measure = FakeMeasure()
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
                                   "sweep.max_launches=8", "sweep.strategy=relaunch"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={"start": 1},
+    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1),
                           output=tmp_path / "o.yaml", measure=measure)
     assert len(measure.calls) == 8   # the budget, re-measurements included
     state = json.loads((outcome.archive / "state.json").read_text())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import load_recipe
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 from model_optimizer.sweep.model import Point, SweepConfig
 from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
@@ -21,7 +22,7 @@ def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
     loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
                                   "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
                                   "sweep.resolution=4"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={"start": 1, "max": 8},
+    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
                           output=tmp_path / "out.yaml",
                           engine_factory=MockEngine(ttft_ms=20, itl_ms=5))
     summary = json.loads((outcome.archive / "summary.json").read_text())

@@ -59,7 +59,7 @@ def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
     loaded = mock_recipe(tmp_path, tiny_model_dir, SWEEP)
     events = []
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={}, output=tmp_path / "next.yaml",
+    outcome = start_sweep(loaded, tmp_path / "runs", output=tmp_path / "next.yaml",
                           on_event=lambda event: events.append(type(event)))
     assert outcome.exit_code == 0 and outcome.written == tmp_path / "next.yaml"
     chosen = outcome.chosen.value
@@ -119,7 +119,7 @@ def fast_forwarded_measure(capacity: int, ttft_s: float, itl_s: float):
 
 def test_a_sweep_finds_the_capacity_knee(tmp_path, tiny_model_dir):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SWEEP)
-    outcome = start_sweep(loaded, tmp_path / "runs", flags={}, output=tmp_path / "next.yaml",
+    outcome = start_sweep(loaded, tmp_path / "runs", output=tmp_path / "next.yaml",
                           measure=fast_forwarded_measure(capacity=4, ttft_s=0.05,
                                                          itl_s=0.005))
     assert outcome.exit_code == 0, outcome.reason

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
-from model_optimizer.tune import resume_tune, start_tune
+from model_optimizer.tune import TuneFlags, resume_tune, start_tune
 from model_optimizer.tune.study import sqlite_url
 
 from .conftest import FakeMeasure
@@ -30,8 +30,8 @@ def finished(study) -> list:
 
 def tune(recipe, tmp_path, measure, *overrides, **flags):
     loaded = load_recipe(recipe, list(overrides))
-    return start_tune(loaded, tmp_path / "runs", flags=flags, output=tmp_path / "out.yaml",
-                      measure=measure)
+    return start_tune(loaded, tmp_path / "runs", flags=TuneFlags(**flags),
+                      output=tmp_path / "out.yaml", measure=measure)
 
 
 def test_best_feasible_trial_is_written_as_a_validated_revision(make_recipe, tmp_path):
@@ -164,7 +164,7 @@ def test_interrupt_then_resume_reruns_no_finished_trial(make_recipe, tmp_path):
 def test_workers_share_one_budget_through_the_storage(make_recipe, tmp_path):
     shared = sqlite_url(tmp_path / "shared.db")
     loaded = load_recipe(make_recipe())
-    first = start_tune(loaded, tmp_path / "a", flags={"n_trials": 3}, storage=shared,
+    first = start_tune(loaded, tmp_path / "a", flags=TuneFlags(n_trials=3), storage=shared,
                        study_name="s", output=tmp_path / "a.yaml", measure=FakeMeasure())
     late = FakeMeasure()
     second = start_tune(loaded, tmp_path / "b", storage=shared, study_name="s",

@@ -21,6 +21,7 @@ from model_optimizer.tune.evaluate import (
 from model_optimizer.tune.space import (
     ParamSpec,
     TuneConfig,
+    TuneFlags,
     overrides_for,
     planner_seed,
     recipe_seed,
@@ -86,7 +87,7 @@ def test_bad_flags_and_empty_space_are_usage_errors():
     with pytest.raises(UsageError, match="tune.params is empty"):
         TuneConfig.from_recipe({**SECTION, "params": {}})
     with pytest.raises(UsageError, match="--sampler"):
-        TuneConfig.from_recipe(SECTION, sampler="annealing")
+        TuneConfig.from_recipe(SECTION, TuneFlags(sampler="annealing"))
     continuous = {**SECTION, "params": {"gpu_memory_utilization": {
         "type": "float", "low": 0.5, "high": 0.9}}}
     with pytest.raises(UsageError, match="finite space"):

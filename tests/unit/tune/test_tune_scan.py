@@ -21,7 +21,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.events import LevelDone
 from model_optimizer.tune.loop import resume_tune, start_tune
 from model_optimizer.tune.scan import scan_grid, scan_levels
-from model_optimizer.tune.space import ParamSpec
+from model_optimizer.tune.space import ParamSpec, TuneFlags
 from model_optimizer.tune.study import budget_used
 from tests.unit.mock_engine import alive, children_pids, mock_recipe
 
@@ -143,7 +143,7 @@ def test_an_open_loop_or_fixed_concurrency_load_launches_per_trial(tmp_path, tin
                                                                    mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE, ["workload.concurrency=2"])
     with pytest.raises(UsageError, match="workload.concurrency is set"):
-        start_tune(loaded, tmp_path / "runs", flags={"strategy": "scan"})
+        start_tune(loaded, tmp_path / "runs", flags=TuneFlags(strategy="scan"))
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
     summary = json.loads((outcome.archive / SUMMARY_FILE).read_text())
     assert not summary["scan"] and "not valid" in summary["strategy"]

@@ -1,0 +1,53 @@
+"""What a caller asks of a sweep beyond its recipe (``mopt sweep``'s flags, optimize's
+``max_num_seqs`` sweep), and the sweep config they make with the recipe's sweep section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from model_optimizer.errors import UsageError
+from model_optimizer.plan.accelerators import knob_multiple
+from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
+from model_optimizer.sweep.strategy import SweepConfig
+
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """Each field None (``strict`` False) leaves the recipe's ``sweep`` section as it is."""
+
+    param: str | None = None        # the engine knob
+    start: float | None = None
+    growth: float | None = None
+    step: float | None = None
+    max: float | None = None
+    values: tuple | None = None     # a categorical knob's values, in order
+    strategy: str | None = None     # auto | relaunch | probe-scan | probe-fit
+    strict: bool = False            # probe-fit: write nothing when the knee is not resolved
+
+    def config_keys(self) -> dict:
+        """The sweep-section keys given (not None): those the config takes from the flags."""
+        given = {"param": self.param, "start": self.start, "growth": self.growth,
+                 "step": self.step, "max": self.max,
+                 "values": None if self.values is None else list(self.values)}
+        return {key: value for key, value in given.items() if value is not None}
+
+
+def build_config(recipe: dict, flags: SweepFlags | None = None) -> SweepConfig:
+    """SweepConfig from the recipe's sweep section, the flags given winning; the knob must be
+    one mopt can sweep, with values (categorical) or a start (numeric) to begin from."""
+    section = {**recipe["sweep"], **(flags or SweepFlags()).config_keys()}
+    param = section["param"]
+    if param not in NUMERIC_KNOBS + CATEGORICAL_KNOBS:
+        raise UsageError(f"--param {param}: not a knob mopt can sweep; choose one of "
+                         f"{', '.join(NUMERIC_KNOBS + CATEGORICAL_KNOBS)}")
+    if param in CATEGORICAL_KNOBS and not section.get("values"):
+        raise UsageError(f"--param {param} is categorical: give the values to try with "
+                         "--values, e.g. --values auto,fp8")
+    if param in NUMERIC_KNOBS and not section.get("values") and section.get("start") is None:
+        current = recipe["engine"].get(param)
+        if current is None:
+            raise UsageError(f"--param {param}: give --start (the recipe sets no {param} and "
+                             "no sweep.start)")
+        section["start"] = current
+    return SweepConfig.from_recipe(
+        section, multiple_of=knob_multiple(param, recipe["hardware"]["accelerator"]))
