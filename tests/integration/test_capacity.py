@@ -10,7 +10,7 @@ import yaml
 
 from .conftest import ROOT, TINY_RECIPE, only_archive, read_jsonl, run_mopt
 
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+pytestmark = pytest.mark.integration
 
 
 def test_capacity_brackets_the_highest_passing_rate(tiny_model, tmp_path):

@@ -21,8 +21,9 @@ from model_optimizer.reaper import reap_abandoned
 
 from .conftest import TEST_MARK, TINY_RECIPE, read_jsonl, run_mopt, start_mopt, vllm_processes
 
-# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
+# slow: not in the quick real-engine tier. Its assertions hold whatever the speed (the rules
+# applied to the windows it measured; a bound with a wide margin), so it runs beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CLEAN_WITHIN_S = 15.0
 
 

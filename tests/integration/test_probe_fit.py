@@ -12,8 +12,9 @@ from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
 
 from .conftest import run_mopt
 
-# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
+# slow: not in the quick real-engine tier. Its assertions hold whatever the speed (the rules
+# applied to the windows it measured; a bound with a wide margin), so it runs beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 

@@ -15,8 +15,9 @@ from model_optimizer.tune.study import budget_used, sqlite_url
 
 from .conftest import TINY_RECIPE, read_jsonl, run_mopt
 
-# slow: not in the quick real-engine tier; alone: measured speed or a time bound decides it
-pytestmark = [pytest.mark.alone, pytest.mark.integration, pytest.mark.slow]
+# slow: not in the quick real-engine tier. Its assertions hold whatever the speed (the rules
+# applied to the windows it measured; a bound with a wide margin), so it runs beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SPACE = ("--set", "tune.params={max_num_seqs: {type: categorical, choices: [1, 4]}, "
          "enable_prefix_caching: {type: categorical, choices: [false, true]}}",
          "--set", "tune.sampler=grid", "--set", "tune.n_trials=2",
