@@ -40,7 +40,7 @@ from model_optimizer.engine.classify import (
 from model_optimizer.engine.placement import Placement, place_server
 from model_optimizer.errors import EXIT_START_FAILED, MoptError
 from model_optimizer.httpcall import HTTPCallError, call, join_url
-from model_optimizer.signals import parent_death_signal
+from model_optimizer.signals import interrupts_deferred, parent_death_signal
 
 LOG_TAIL_BYTES = 256 * 1024
 HEALTH_DEADLINE_S = 2.0  # total, for one /health check
@@ -114,12 +114,15 @@ class EngineProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env_extra, "PYTHONUNBUFFERED": "1",
                OWNER_ENV: owner_tag(self.log_path.parent)}  # the log lives in its archive
-        with open(self.log_path, "ab") as log:
+        # A Ctrl-C during the fork itself would be lost (Python's at-fork handlers swallow the
+        # KeyboardInterrupt: "Exception ignored in _releaseLock") or leave a server no one
+        # stops: it is held until the process is recorded, then raised for the caller's stop.
+        with open(self.log_path, "ab") as log, interrupts_deferred():
             self.process = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=env, start_new_session=True, close_fds=True,
                 preexec_fn=parent_death_signal())  # noqa: PLW1509 - one prctl call
-        self.started_at = time.monotonic()
+            self.started_at = time.monotonic()
 
     def identity(self) -> dict:
         """The server's pid and start time (epoch s), so a later mopt can find this group."""

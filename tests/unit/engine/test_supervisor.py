@@ -193,3 +193,26 @@ def test_a_healthy_server_gets_the_full_grace(tmp_path):
 def test_stop_before_start_does_nothing(tmp_path):
     engine = mock_engine(tmp_path)
     assert engine.stop() is None and not engine.alive() and engine.pid is None
+
+
+def test_a_ctrl_c_during_the_fork_is_raised_once_the_server_can_be_stopped(tmp_path,
+                                                                           monkeypatch):
+    """A Ctrl-C that lands while the server is being forked is held until the process is
+    recorded, then raised: the caller's stop() finds the server (before, it was lost, or
+    raised before the process was recorded and the server was left running)."""
+    import subprocess
+
+    popen = subprocess.Popen
+
+    def popen_hit_by_ctrl_c(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen_hit_by_ctrl_c)
+    engine = mock_engine(tmp_path, "--served-model-name", "m")
+    with pytest.raises(KeyboardInterrupt):
+        engine.start()
+    assert engine.process is not None and engine.pid
+    pid = engine.pid
+    engine.stop()
+    assert gone(pid)
