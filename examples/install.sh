@@ -21,7 +21,10 @@ install_into() {
     for item in ${PIP_CONSTRAINT:-$("$venv/bin/python" -m pip config get global.constraint 2>/dev/null || true)}; do
       [ -e "$item" ] && extra+=(--constraint "$item")
     done
-    if "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "${extra[@]}" "$@"; then
+    # --compile-bytecode: as pip does; without it every first import (and every vLLM process
+    # started with -B) compiles the sources again
+    if "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
+        "${extra[@]}" "$@"; then
       return 0
     fi
     echo "== uv could not install; trying pip" >&2

@@ -12,7 +12,7 @@ fi
 
 # shellcheck source=examples/install.sh
 . examples/install.sh
-echo "== installing mopt with vLLM's CPU build (first time: about a minute with uv, ~3.5 GB)"
+echo "== installing mopt with vLLM's CPU build (first time: about a minute with uv, ~3.5 GB; bytecode compiled)"
 start=$(date +%s)
 install_into .venv -e '.[cpu,test,quality]'
 echo "== installed in $(( $(date +%s) - start )) s"
