@@ -55,6 +55,7 @@ def _wait_gone(processes: list[psutil.Process], timeout: float) -> bool:
     return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_an_engine_core_orphaned_by_sigkill_is_found_and_stopped(tmp_path, tiny_model_dir):
     runs = tmp_path / "runs"
     script = KILLED_RUN.format(tests=str(ROOT / "tests"), folder=str(tmp_path),

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from model_optimizer.cli.completion import recipe_files, run_refs
 
 from .fakes import make_run, tiny_recipe
@@ -56,6 +58,7 @@ def complete(words: str, cwd: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if line]
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_bash_completion_of_commands_recipes_and_runs(tmp_path):
     runs, ids = three_archives(tmp_path)
     assert complete("mopt sta", tmp_path) == ["status"]

@@ -28,6 +28,7 @@ def recipe_copy(tmp_path, tiny_model_dir) -> Path:
     return path
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_apply_then_sweep_without_a_recipe_then_status(recipe_copy, tmp_path):
     runs = str(tmp_path / "runs")
     applied = run_mopt("apply", str(recipe_copy), "--runs-dir", runs, *SHORT)

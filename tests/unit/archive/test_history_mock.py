@@ -30,6 +30,9 @@ from model_optimizer.recipe import load_recipe
 from tests.unit.mock_mopt import MOCK_MOPT, ROOT, mock_env
 from tests.unit.mock_mopt import invoke_mock_mopt as run_mopt
 
+# several seconds a test: real mopt processes on the mock engine (quick tier: not slow)
+pytestmark = pytest.mark.slow
+
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 WORKLOAD = ["--set", "workload.num_requests=48", "--set", "workload.duration_s=null",
             "--set", "workload.output_tokens=8", "--set", "workload.concurrency=4"]

@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.unit.mock_mopt import ROOT, start_mock_mopt
 
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
@@ -32,6 +34,7 @@ def _measured(runs: Path, count: int, proc, log: Path, timeout: float = 120) -> 
     raise AssertionError(f"the load did not start in time:\n{log.read_text()}")
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_ctrl_c_during_apply_exits_130_and_archives_interrupted(tiny_model_dir, tmp_path):
     runs, log = tmp_path / "runs", tmp_path / "mopt.log"
     proc = start_mock_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs),

@@ -93,6 +93,7 @@ def test_a_launched_server_is_archived_and_stopped(tmp_path, tiny_model_dir):
         psutil.Process(server).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_url_without_a_recipe_takes_defaults_and_sets(tmp_path):
     """`mopt capacity --url` needs no recipe: sections from --set, tokens counted by the
     server's own /tokenize."""
@@ -124,6 +125,7 @@ def test_neither_a_recipe_nor_a_url_nor_a_current_recipe_is_a_usage_error(tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_capacity_sizes_a_fleet_and_names_its_limit(tmp_path, tiny_model_dir):
     """A mock engine that batches at most 2 requests has a knee; the answer is sized for a
     target rate from the capacity it measured, priced from hardware.price_per_hour."""

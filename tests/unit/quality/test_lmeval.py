@@ -51,6 +51,7 @@ def test_results_are_parsed_from_the_newest_results_file(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_a_local_jsonl_task_runs_offline_against_an_openai_server(tmp_path, tiny_model_dir):
     """The real lm-eval child process, offline, on the shipped local task, against mopt's
     OpenAI-compatible mock server (its answers are filler words, so the score is 0; the real

@@ -11,6 +11,7 @@ import socket
 import time
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -82,6 +83,7 @@ documents = st.one_of(
 )
 
 
+@pytest.mark.slow  # several seconds: 30 examples, each validated twice (one traced)
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(documents)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.flags import SweepFlags
@@ -15,6 +17,7 @@ from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
     recipe = tmp_path / "tiny.yaml"
     recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()

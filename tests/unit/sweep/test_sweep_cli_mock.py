@@ -41,6 +41,7 @@ def wait_for_steps(runs: Path, count: int, proc, timeout: float = 300) -> Path:
     raise AssertionError("the sweep did not reach the step in time")
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_sweep_plateau_interrupt_and_resume(tmp_path, tiny_model_dir):
     recipe = tmp_path / "tiny-cpu.yaml"
     recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama",

@@ -54,6 +54,7 @@ def mock_engine(monkeypatch):
     return engine
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
         tmp_path, tiny_model_dir, mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SWEEP)

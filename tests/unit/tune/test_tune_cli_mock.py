@@ -53,6 +53,7 @@ def wait_for_runs(folder: Path, count: int, proc: subprocess.Popen, timeout: flo
     raise AssertionError(f"{count} runs did not start in time")
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_interrupt_then_resume_reruns_no_finished_trial(tiny_model_dir, tmp_path):
     runs, output = tmp_path / "runs", tmp_path / "tuned.yaml"
     space = ("--set", "tune.params={max_num_seqs: {type: categorical, choices: [2, 4]}}",
@@ -92,6 +93,7 @@ def test_interrupt_then_resume_reruns_no_finished_trial(tiny_model_dir, tmp_path
     assert_written_best(output, study, json.loads(result.stdout)["best"]["number"])
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_the_shipped_space_end_to_end(tiny_model_dir, tmp_path):
     """The tiny recipe's own tune section (max_num_seqs and block_size), four trials with a
     launch each: the first at the recipe's values, every artefact written, the best trial
@@ -135,6 +137,7 @@ def pg_url() -> str:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_two_workers_share_one_postgresql_study(tiny_model_dir, tmp_path, pg_url):
     name = f"mopt-test-{uuid.uuid4().hex[:8]}"
     output = tmp_path / "tuned.yaml"

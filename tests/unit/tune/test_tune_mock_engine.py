@@ -39,6 +39,7 @@ def mock_engine(monkeypatch):
     return engine
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_a_tune_measures_every_trial_and_writes_the_best(tmp_path, tiny_model_dir,
                                                          mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, TUNE)

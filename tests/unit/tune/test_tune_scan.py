@@ -63,6 +63,7 @@ def test_levels_are_the_spaces_powers_of_two_under_the_ceiling():
                                {"max_num_seqs": 4, "block_size": 64}]
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
                                                        mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE)
@@ -117,6 +118,7 @@ class InterruptAt:
                 raise KeyboardInterrupt
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_an_interrupted_scan_resumes_without_measuring_a_level_twice(tmp_path,
                                                                      tiny_model_dir,
                                                                      mock_engine):
@@ -139,6 +141,7 @@ def test_an_interrupted_scan_resumes_without_measuring_a_level_twice(tmp_path,
     assert not alive(children_pids() - before)
 
 
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_an_open_loop_or_fixed_concurrency_load_launches_per_trial(tmp_path, tiny_model_dir,
                                                                    mock_engine):
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE, ["workload.concurrency=2"])
