@@ -38,6 +38,14 @@ def test_at_zero_noise_the_tune_writes_the_known_best_exactly(seed):
     assert run.wall_s == run.launches * LAUNCH_S + run.windows * WINDOW_S
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_at_zero_noise_the_tune_reaches_a_flat_top_with_the_best_block_size(seed):
+    surface = surfaces()["knee-flat"]     # every max_num_seqs >= 20 is the best
+    run = run_tune(surface, QUIET, seed)
+    assert run.chosen["block_size"] == 64 and run.chosen["max_num_seqs"] >= 20
+    assert surface.ratio(run.chosen) == pytest.approx(1.0)
+
+
 def test_a_scan_server_above_the_memory_ceiling_falls_back_to_the_asked_launch():
     surface = surfaces()["oom-ceiling"]
     run = run_tune(surface, QUIET, 0)
