@@ -11,17 +11,27 @@ PNG of chosen / true best (p5 and median) per cell.
 
 A relaunch or probe-scan search takes a few milliseconds, a fitted one some tens (its
 bootstrap); the full table at 300 repetitions is about 15 minutes on one busy core.
+
+``--tune`` prints the tune's table instead: the real tune (optuna TPE, scanning trials, the
+confirming launch) on every numeric curve times a block_size effect of 1.00 / 1.03 / 0.97
+(``simulate/tunedrive.py``), one row per surface and noise; about 0.1 s a tune, so
+``--jobs 2`` on two cores.
+
+    .venv/bin/python benchmarks/search_sim.py --tune [--reps 300] [--jobs 2]
+        [--n-trials 12] [--curves ...] [--noise ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 from model_optimizer.simulate.bench import REGIMES
 from model_optimizer.simulate.drive import STRATEGIES
 from model_optimizer.simulate.table import Row, markdown, simulate
-from model_optimizer.simulate.truth import curves
+from model_optimizer.simulate.truth import curves, surfaces
+from model_optimizer.simulate.tunetable import TUNE_HEADER, TuneRow, simulate_tune
 
 DEFAULT = "probe-fit"
 
@@ -83,15 +93,41 @@ def plot(rows: list[Row], path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _tune_cell(surface: str, noise: str, reps: int, n_trials: int) -> TuneRow:
+    """One tune cell (by names, so that a worker process can run it)."""
+    return simulate_tune(surfaces()[surface], REGIMES[noise], reps, n_trials=n_trials)
+
+
+def main_tune(args: argparse.Namespace) -> None:
+    """Run the tune's cells (``--jobs`` at a time) and print its table."""
+    names = args.curves.split(",") if args.curves else list(surfaces())
+    cells = [(name, noise, args.reps, args.n_trials) for name in names
+             for noise in args.noise.split(",")]
+    began = time.monotonic()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(_tune_cell, *zip(*cells, strict=True)))
+    print(markdown(rows, TUNE_HEADER))
+    print(f"\n{len(rows)} cells x {args.reps} repetitions (tpe, {args.n_trials} trials) in "
+          f"{time.monotonic() - began:.0f} s")
+
+
 def main() -> None:
     """Run the cells and print the table and the verdicts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=300)
-    parser.add_argument("--curves", default=",".join(curves()))
+    parser.add_argument("--curves", default=None, help="default: every curve (--tune: "
+                        "every numeric one)")
     parser.add_argument("--noise", default=",".join(REGIMES))
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--png", default=None, help="write the plot here")
+    parser.add_argument("--tune", action="store_true", help="the tune's table instead")
+    parser.add_argument("--n-trials", type=int, default=12, help="--tune: the trial budget")
+    parser.add_argument("--jobs", type=int, default=1, help="--tune: cells at a time")
     args = parser.parse_args()
+    if args.tune:
+        main_tune(args)
+        return
+    args.curves = args.curves or ",".join(curves())
     shapes, rows, began = curves(), [], time.monotonic()
     for name in args.curves.split(","):
         for noise in args.noise.split(","):

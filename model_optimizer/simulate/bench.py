@@ -58,7 +58,7 @@ class Server:
     def __init__(self, bench: Bench, ceiling) -> None:
         noise, rng = bench.noise, bench.rng
         self.bench, self.ceiling, self.born = bench, ceiling, bench.clock
-        self.offset = _lognormal(rng, noise.offset_cv)
+        self.offset = lognormal(rng, noise.offset_cv)
         self.drift = rng.uniform(-noise.drift, noise.drift)
         self.started = bench.curve.starts(ceiling)
 
@@ -69,19 +69,24 @@ class Server:
             return Point(value, phase, "failed", [], failure_kind="oom", launches=launches)
         if not bench.curve.categorical and value > self.ceiling:
             return Point(value, phase, "skipped", [], failure_kind="planner")
-        bench.clock += WARMUP_S + bench.noise.window_s
-        bench.windows += 1
-        reading = bench.curve.throughput(value) * self.factor()
-        ttft = bench.curve.ttft_ratio(value) * _lognormal(bench.rng, bench.noise.cv)
+        reading, ttft = self.read(bench.curve.throughput(value), bench.curve.ttft_ratio(value))
         return Point(value, phase, "ok", [reading], slo_met=ttft <= 1.0, launches=launches,
                      half_width=1.96 * bench.noise.cv * reading or None)
+
+    def read(self, throughput: float, ttft_ratio: float) -> tuple[float, float]:
+        """One window (warm-up and steady part on the clock): the throughput and the TTFT
+        p99 / SLO it reads when the truth is ``throughput`` and ``ttft_ratio``."""
+        bench = self.bench
+        bench.clock += WARMUP_S + bench.noise.window_s
+        bench.windows += 1
+        return throughput * self.factor(), ttft_ratio * lognormal(bench.rng, bench.noise.cv)
 
     def factor(self) -> float:
         """The multiplicative error of one window read now."""
         noise, rng = self.bench.noise, self.bench.rng
         age_min = (self.bench.clock - self.born) / 60.0
         drift = max(0.05, 1.0 + self.drift * age_min / 10.0)
-        window = _lognormal(rng, noise.cv)
+        window = lognormal(rng, noise.cv)
         if noise.collapse and rng.random() < noise.collapse:
             window *= rng.uniform(0.2, 0.5)
         return self.offset * drift * window
@@ -112,10 +117,10 @@ class Bench:
         if not server.started:
             return False
         self.clock += seconds
-        return self.curve.ttft_ratio(value) * _lognormal(self.rng, self.noise.cv) <= 1.0
+        return self.curve.ttft_ratio(value) * lognormal(self.rng, self.noise.cv) <= 1.0
 
 
-def _lognormal(rng: random.Random, cv: float) -> float:
+def lognormal(rng: random.Random, cv: float) -> float:
     """A mean-one lognormal factor with coefficient of variation ``cv`` (1 when cv is 0)."""
     if cv <= 0:
         return 1.0

@@ -40,11 +40,11 @@ class Row:
     def cells(self) -> list[str]:
         """The markdown cells, in :data:`HEADER` order."""
         return [self.curve, self.noise, self.strategy, f"{self.ratio_p5:.3f}",
-                f"{self.ratio_median:.3f}", _pct(self.at_least_97), _pct(self.at_least_90),
-                "-" if self.within_knee != self.within_knee else _pct(self.within_knee),
+                f"{self.ratio_median:.3f}", pct(self.at_least_97), pct(self.at_least_90),
+                "-" if self.within_knee != self.within_knee else pct(self.within_knee),
                 f"{self.launches:.0f} (max {self.max_launches})", f"{self.windows:.0f}",
-                f"{self.wall_min:.1f}", _pct(self.not_resolved),
-                _pct(self.confidently_wrong)]
+                f"{self.wall_min:.1f}", pct(self.not_resolved),
+                pct(self.confidently_wrong)]
 
 
 HEADER = ["curve", "noise", "strategy", "chosen/best p5", "median", ">= 0.97", ">= 0.90",
@@ -52,8 +52,13 @@ HEADER = ["curve", "noise", "strategy", "chosen/best p5", "median", ">= 0.97", "
           "confidently wrong"]
 
 
-def _pct(share: float) -> str:
+def pct(share: float) -> str:
     return f"{share * 100:.1f}%"
+
+
+def p5(ordered: list[float]) -> float:
+    """The 5th percentile of sorted values (the lower of the two nearest ranks)."""
+    return ordered[int(0.05 * (len(ordered) - 1))]
 
 
 def simulate(curve: Curve, noise: Noise, strategy: str, reps: int, *, seed0: int = 0,
@@ -72,7 +77,7 @@ def summarise(curve: Curve, noise: str, strategy: str, outcomes: list[Outcome]) 
             for o in outcomes] if knee is not None else []
     wrong = [o.validated and not o.warned and curve.ratio(o.chosen) < 0.90 for o in outcomes]
     count = len(outcomes)
-    return Row(curve.name, noise, strategy, count, ratios[int(0.05 * (count - 1))],
+    return Row(curve.name, noise, strategy, count, p5(ratios),
                statistics.median(ratios), sum(r >= 0.97 for r in ratios) / count,
                sum(r >= 0.90 for r in ratios) / count,
                sum(near) / count if near else float("nan"),
@@ -83,8 +88,8 @@ def summarise(curve: Curve, noise: str, strategy: str, outcomes: list[Outcome]) 
                sum(o.warned for o in outcomes) / count, sum(wrong) / count)
 
 
-def markdown(rows: list[Row]) -> str:
-    """The table."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+def markdown(rows: list, header: list[str] = HEADER) -> str:
+    """The table of ``rows`` (anything with ``cells()`` in ``header`` order)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
     return "\n".join(lines)

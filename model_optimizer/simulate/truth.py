@@ -155,3 +155,45 @@ def peak_of(curve: Curve) -> float:
     grid = [v for v in curve.grid() if curve.acceptable(v)]
     return max(grid, key=lambda v: (curve.throughput(v), -float(v) if not
                                     isinstance(v, str) else 0)) if grid else math.nan
+
+
+#: the tune's categorical knob and its true effect on throughput (the best is 64)
+TUNE_KNOB = "block_size"
+TUNE_EFFECTS = {32: 1.00, 64: 1.03, 128: 0.97}
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A tune's ground truth: a max_num_seqs curve times a categorical knob's effect."""
+
+    curve: Curve
+    effects: dict = field(default_factory=lambda: dict(TUNE_EFFECTS))
+    knob: str = TUNE_KNOB
+
+    @property
+    def name(self) -> str:
+        """The curve's name."""
+        return self.curve.name
+
+    def throughput(self, seqs: int, choice) -> float:
+        """True req/s at max_num_seqs ``seqs`` with the knob at ``choice``."""
+        return self.curve.throughput(seqs) * self.effects[choice]
+
+    def best(self) -> tuple[dict, float]:
+        """The true best configuration (the smallest max_num_seqs of a tie) and its req/s."""
+        configs = [{"max_num_seqs": seqs, self.knob: choice} for choice in self.effects
+                   for seqs in self.curve.grid() if self.curve.acceptable(seqs)]
+        best = max(configs, key=lambda c: (self.throughput(c["max_num_seqs"], c[self.knob]),
+                                           -c["max_num_seqs"]))
+        return best, self.throughput(best["max_num_seqs"], best[self.knob])
+
+    def ratio(self, params: dict | None) -> float:
+        """True req/s of ``params`` over the true best; 0 when none or not acceptable."""
+        if params is None or not self.curve.acceptable(params["max_num_seqs"]):
+            return 0.0
+        return self.throughput(params["max_num_seqs"], params[self.knob]) / self.best()[1]
+
+
+def surfaces() -> dict[str, Surface]:
+    """Every numeric curve times the knob's effect (:data:`TUNE_EFFECTS`)."""
+    return {name: Surface(curve) for name, curve in curves().items() if not curve.categorical}

@@ -80,20 +80,20 @@ from model_optimizer.tune.study import (
     study_budget,
 )
 from model_optimizer.tune.trials import (
+    copy_twin,
     describe_outcomes,
     distinct_configurations,
     finished_count,
+    finished_twin,
     same_params,
     state_counts,
+    tell_verdict,
     trial_summary,
     unique_seeds,
 )
 
 KIND = "tune"
 Measure = Callable[[LoadedRecipe, int, dict], TrialResult]
-#: user attributes a trial that repeats a finished configuration copies from it
-COPIED_ATTRS = ("status", "failure_kind", "reason", "log_excerpt", "figures", "samples",
-                "slo_met", "feasible", "hardware", "machine_measured")
 
 
 @dataclass(kw_only=True)
@@ -179,23 +179,9 @@ class TuneRunner:
         return (self.config.seed + 7919 * existing + zlib.crc32(worker.encode())) % 2**31
 
     def _enqueue_seeds(self) -> None:
-        """The recipe's values, the planner's suggestion, and (grid) every combination."""
         engine = self.loaded.resolved["engine"]
-        seeds: list[tuple[str, dict]] = []
-        current = recipe_seed(self.config, engine)
-        if current:
-            seeds.append(("recipe", current))
-        suggestion = self._planner_suggestion(engine)
-        if suggestion:
-            seeds.append(("planner", suggestion))
-        if self.config.sampler == "grid":  # seeds that are grid points first, then the rest
-            grid = self.config.grid()
-            grid = scan_grid(grid) if self.scanner is not None else grid
-            seeds = [(tag, p) for tag, p in seeds if any(same_params(p, g) for g in grid)]
-            seeds += [("grid", combo) for combo in grid]
-        unique = unique_seeds(seeds)
-        for tag, params in unique[: self.n_trials]:
-            self.study.enqueue_trial(params, user_attrs={"seed": tag})
+        unique = enqueue_seeds(self.study, self.config, engine, self.n_trials,
+                               self._planner_suggestion(engine), self.scanner is not None)
         self.emit(events.TuneSeeded([{"seed": t, "params": p} for t, p in unique[:3]],
                                     min(len(unique), self.n_trials)))
 
@@ -239,16 +225,10 @@ class TuneRunner:
             self._run_trial(trial)
 
     def _stop_reason(self, trials: list[FrozenTrial]) -> str | None:
-        waiting = any(t.state == TrialState.WAITING for t in trials)
-        if budget_used(trials) >= self.n_trials and not waiting:
-            return f"the study's budget of {self.n_trials} trials is used"
         limit = self.config.max_minutes
         if self.session.out_of_time(limit):
             return f"this worker's time budget of {limit} min is spent"
-        size = self.config.space_size()
-        if size is not None and not waiting and distinct_configurations(trials) >= size:
-            return f"every one of the {size} configurations of the space was tried"
-        return None
+        return stop_reason(trials, self.n_trials, self.config)
 
     # ----- one trial --------------------------------------------------------------------
     def _run_trial(self, trial: optuna.Trial) -> None:
@@ -261,10 +241,10 @@ class TuneRunner:
         self.emit(events.TuneTrial(trial.number, params, trial.user_attrs.get("seed"), done,
                                    self.n_trials, events.eta_s(self.session.elapsed(), here,
                                                                here + self.n_trials - done)))
-        twin = self._finished_twin(params, trial.number)
+        twin = finished_twin(self.study, params, trial.number)
         try:
             if twin is not None:
-                record = self._copy_twin(trial, twin)
+                record = copy_twin(self.study, trial, twin)
             else:
                 record = self._measure_and_tell(trial, params)
         except KeyboardInterrupt:
@@ -279,28 +259,6 @@ class TuneRunner:
         self.session.save()
         write_trials_csv(self.archive, self.config, self.study.get_trials(deepcopy=False))
         self.emit(events.TuneTrialDone(record))
-
-    def _finished_twin(self, params: dict, number: int) -> FrozenTrial | None:
-        for other in self.study.get_trials(deepcopy=False,
-                                           states=(TrialState.COMPLETE, TrialState.PRUNED)):
-            if other.number != number and "status" in other.user_attrs \
-                    and same_params(other.params, params):
-                return other
-        return None
-
-    def _copy_twin(self, trial: optuna.Trial, twin: FrozenTrial) -> dict:
-        attrs = {k: twin.user_attrs[k] for k in COPIED_ATTRS if k in twin.user_attrs}
-        attrs.update({"duplicate_of": twin.number, "run_ids": [], "launches": 0})
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        for key, value in twin.constraints.items():
-            trial.set_constraint(key, value)
-        if twin.state == TrialState.PRUNED:
-            self.study.tell(trial, state=TrialState.PRUNED)
-        else:
-            self.study.tell(trial, list(twin.values))
-        return {"number": trial.number, "params": dict(twin.params), **attrs,
-                "values": twin.values}
 
     def _measure_and_tell(self, trial: optuna.Trial, params: dict) -> dict:
         if self.scanner is not None:
@@ -325,19 +283,9 @@ class TuneRunner:
     def tell(self, trial: optuna.Trial, params: dict, result: TrialResult,
              extra: dict | None = None) -> dict:
         """Record ``result`` on ``trial`` (attributes, constraints) and tell the study."""
-        attrs, constraints, values = trial_verdict(result, self.bounds, self.config,
-                                                   self.hardware, self.state.machine)
-        attrs.update(extra or {})
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        for key, value in constraints.items():  # before tell: the sampler reads them
-            trial.set_constraint(key, value)
-        if values is None:
-            self.study.tell(trial, state=TrialState.PRUNED)
-        else:
-            self.study.tell(trial, values)
-        return {"number": trial.number, "params": params, **attrs, "values": values,
-                "constraints": constraints}
+        verdict = trial_verdict(result, self.bounds, self.config, self.hardware,
+                                self.state.machine)
+        return tell_verdict(self.study, trial, params, verdict, extra)
 
     def _fail_interrupted(self, trial: optuna.Trial) -> None:
         trial.set_user_attr("interrupted", True)
@@ -388,6 +336,38 @@ class TuneRunner:
             self.archive, self.loaded, changes, figures, by=KIND,
             output=Path(self.state.output), hardware=best.user_attrs.get("hardware"),
             quality=(best.user_attrs.get("figures") or {}).get("quality"))
+
+
+def enqueue_seeds(study: optuna.Study, config: TuneConfig, engine: dict, n_trials: int,
+                  suggestion: dict | None, scanning: bool) -> list[tuple[str, dict]]:
+    """Enqueue the recipe's values, the planner's ``suggestion`` and (grid) every combination
+    (when ``scanning``: each combination of the other knobs once); returns them all."""
+    seeds: list[tuple[str, dict]] = []
+    current = recipe_seed(config, engine)
+    if current:
+        seeds.append(("recipe", current))
+    if suggestion:
+        seeds.append(("planner", suggestion))
+    if config.sampler == "grid":  # seeds that are grid points first, then the rest
+        grid = scan_grid(config.grid()) if scanning else config.grid()
+        seeds = [(tag, p) for tag, p in seeds if any(same_params(p, g) for g in grid)]
+        seeds += [("grid", combo) for combo in grid]
+    unique = unique_seeds(seeds)
+    for tag, params in unique[:n_trials]:
+        study.enqueue_trial(params, user_attrs={"seed": tag})
+    return unique
+
+
+def stop_reason(trials: list[FrozenTrial], n_trials: int, config: TuneConfig) -> str | None:
+    """Why no further trial starts (the time budget aside): the study's budget is used, or
+    every configuration of a finite space was tried; None to go on."""
+    waiting = any(t.state == TrialState.WAITING for t in trials)
+    if budget_used(trials) >= n_trials and not waiting:
+        return f"the study's budget of {n_trials} trials is used"
+    size = config.space_size()
+    if size is not None and not waiting and distinct_configurations(trials) >= size:
+        return f"every one of the {size} configurations of the space was tried"
+    return None
 
 
 # ----- entry points --------------------------------------------------------------------------

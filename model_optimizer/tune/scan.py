@@ -50,7 +50,7 @@ from model_optimizer.load.classes import figure
 from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
 from model_optimizer.plan import PlanError, estimate
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.runner import run_recipe
+from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.search.scan import ScanServer, closed_loop_problems, confirmation_problems
 from model_optimizer.search.scan import level_failure as window_failure
 from model_optimizer.search.session import SearchSession
@@ -162,6 +162,10 @@ class ScanHost:
     emit: EventCallback
     measure: Callable[[LoadedRecipe, int, dict], TrialResult]
     tell: Callable[..., dict]  # (trial, params, result, extra attrs) -> the trial's record
+    # the engine, replaceable by a simulated one (``simulate/tuning.py``): the scan server
+    # (ScanServer's signature) and the confirming run (run_recipe's)
+    open_server: Callable[..., ScanServer] = ScanServer
+    run_one: Callable[..., RunOutcome] = run_recipe
 
 
 class TrialScanner:
@@ -193,9 +197,9 @@ class TrialScanner:
         host.emit(TuneScan(trial.number, max(levels), levels))
         extra = {"tune": host.tune_id, "study": host.study_name,
                  "trial": trial.number}
-        with ScanServer(server, host.session.steps_dir, max(levels), host.emit,
-                        {**extra, "scan_server": True, "params": {**others,
-                                                                 SCANNED: max(levels)}}) as live:
+        with host.open_server(server, host.session.steps_dir, max(levels), host.emit,
+                              {**extra, "scan_server": True,
+                               "params": {**others, SCANNED: max(levels)}}) as live:
             if live.started:
                 scan["server_run"] = live.outcome.run_id
                 mine, windows = self._scan(trial, others, asked, levels, live, extra)
@@ -320,10 +324,10 @@ class TrialScanner:
         host = self.host
         params = dict(trial.params)
         host.emit(TuneConfirm(trial.number, params))
-        outcome = run_recipe(variant(host.loaded, overrides_for(params)),
-                             host.session.steps_dir, on_event=host.emit,
-                             archive_extra={"tune": host.tune_id, "confirm": True,
-                                            "trial": trial.number, "params": params})
+        outcome = host.run_one(variant(host.loaded, overrides_for(params)),
+                               host.session.steps_dir, on_event=host.emit,
+                               archive_extra={"tune": host.tune_id, "confirm": True,
+                                              "trial": trial.number, "params": params})
         problems = confirmation_problems(outcome, host.loaded.resolved)
         record = {"number": trial.number, "params": params, "ok": not problems,
                   "problems": problems, "run_id": outcome.run_id,

@@ -4,11 +4,15 @@ functions of optuna's frozen trials; the loop and the outputs share them.
 
 from __future__ import annotations
 
+import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from model_optimizer.tune.space import same_value
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+#: user attributes a trial that repeats a finished configuration copies from it
+COPIED_ATTRS = ("status", "failure_kind", "reason", "log_excerpt", "figures", "samples",
+                "slo_met", "feasible", "hardware", "machine_measured")
 
 
 def same_params(a: dict, b: dict) -> bool:
@@ -71,3 +75,48 @@ def unique_seeds(seeds: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
         if not any(same_params(params, other) for _, other in unique):
             unique.append((tag, params))
     return unique
+
+
+def finished_twin(study: optuna.Study, params: dict, number: int) -> FrozenTrial | None:
+    """A finished trial other than ``number`` that measured (or pruned) ``params``."""
+    for other in study.get_trials(deepcopy=False, states=FINISHED):
+        if other.number != number and "status" in other.user_attrs \
+                and same_params(other.params, params):
+            return other
+    return None
+
+
+def copy_twin(study: optuna.Study, trial: optuna.Trial, twin: FrozenTrial) -> dict:
+    """Tell ``trial`` its ``twin``'s result (no launch); returns the trial's record."""
+    attrs = {k: twin.user_attrs[k] for k in COPIED_ATTRS if k in twin.user_attrs}
+    attrs.update({"duplicate_of": twin.number, "run_ids": [], "launches": 0})
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    for key, value in twin.constraints.items():
+        trial.set_constraint(key, value)
+    if twin.state == TrialState.PRUNED:
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, list(twin.values))
+    return {"number": trial.number, "params": dict(twin.params), **attrs,
+            "values": twin.values}
+
+
+def tell_verdict(study: optuna.Study, trial: optuna.Trial, params: dict,
+                 verdict: tuple[dict, dict, list[float] | None],
+                 extra: dict | None = None) -> dict:
+    """Record a trial's ``verdict`` (``evaluate.trial_verdict``: attributes, constraints,
+    values; ``extra`` attributes added) on ``trial`` and tell the study; returns the
+    trial's record."""
+    attrs, constraints, values = verdict
+    attrs.update(extra or {})
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    for key, value in constraints.items():  # before tell: the sampler reads them
+        trial.set_constraint(key, value)
+    if values is None:
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, values)
+    return {"number": trial.number, "params": params, **attrs, "values": values,
+            "constraints": constraints}
