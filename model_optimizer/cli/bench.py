@@ -115,8 +115,7 @@ def bench(
     model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
                                                recipe_given=recipe is not None)
     terminate_as_interrupt()
-    progress_console = err_console if as_json else None
-    with RunProgress(progress_console or err_console,
+    with RunProgress(err_console,  # progress on stderr: stdout holds the figures (--json)
                      total=loaded.resolved["workload"].get("num_requests")) as progress:
         outcome = bench_endpoint(url, loaded, model_name, tokenizer_dir, runs_dir(runs_dir_opt),
                                  on_event=progress, archive_extra={"tokenizer": tokenizer_dir})
