@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -89,8 +89,13 @@ def parse_core_list(text: str) -> tuple[int, ...]:
     return tuple(sorted(cores))
 
 
-def resolve_placement(spec: RecipeSpec, cores: Sequence[int] | None = None) -> Placement:
-    """The placement ``spec`` asks for on a machine offering ``cores`` (default: this one)."""
+def resolve_placement(spec: RecipeSpec, cores: Sequence[int] | None = None,
+                      environ: Mapping[str, str] | None = None) -> Placement:
+    """The placement ``spec`` asks for on a machine offering ``cores`` (default: this one).
+
+    ``environ`` (default: mopt's own) is what the server inherits under the recipe's
+    ``engine.env``: a ``VLLM_CPU_OMP_THREADS_BIND`` exported there binds vLLM's worker just
+    the same, so ``auto`` keeps the API server and the client off those cores too."""
     setting = spec.hardware.placement
     cores = tuple(sorted(cores if cores is not None else machine_cores()))
     on_cpu = spec.hardware.accelerator == "cpu"
@@ -100,7 +105,11 @@ def resolve_placement(spec: RecipeSpec, cores: Sequence[int] | None = None) -> P
         return _explicit(setting, on_cpu)
     if len(cores) < 2:
         return Placement("auto", note=f"{len(cores)} core: nothing to separate")
-    return _auto_cpu(spec, cores) if on_cpu else _auto_gpu(cores)
+    if not on_cpu:
+        return _auto_gpu(cores)
+    inherited = os.environ if environ is None else environ
+    env = {key: inherited[key] for key in (OMP_BIND_ENV, RESERVED_ENV) if key in inherited}
+    return _auto_cpu(spec, cores, {**env, **spec.engine.env})
 
 
 def _explicit(setting: PlacementSpec, on_cpu: bool) -> Placement:
@@ -110,8 +119,7 @@ def _explicit(setting: PlacementSpec, on_cpu: bool) -> Placement:
                      pin_engine=bool(setting.engine) and not on_cpu)
 
 
-def _auto_cpu(spec: RecipeSpec, cores: tuple[int, ...]) -> Placement:
-    env = spec.engine.env
+def _auto_cpu(spec: RecipeSpec, cores: tuple[int, ...], env: Mapping[str, object]) -> Placement:
     if spec.engine.tensor_parallel_size > 1:
         return Placement("auto", note="tensor_parallel_size > 1: vLLM reserves a core per "
                          "rank; set explicit lists")

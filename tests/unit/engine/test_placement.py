@@ -36,10 +36,10 @@ def spec(*sets: str, text: str = VALID):
 
 
 def test_auto_on_cpu_puts_server_and_client_on_the_core_vllm_reserves():
-    placed = resolve_placement(spec("hardware.accelerator=cpu"), cores=[0, 1])
+    placed = resolve_placement(spec("hardware.accelerator=cpu"), cores=[0, 1], environ={})
     assert (placed.engine, placed.server, placed.client) == ((0,), (1,), (1,))
     assert placed.engine_env == {} and not placed.pin_engine  # vLLM binds its own worker
-    wide = resolve_placement(spec("hardware.accelerator=cpu"), cores=range(8))
+    wide = resolve_placement(spec("hardware.accelerator=cpu"), cores=range(8), environ={})
     assert wide.engine == tuple(range(7)) and wide.server == wide.client == (7,)
 
 
@@ -54,6 +54,25 @@ def test_auto_on_cpu_follows_the_recipes_own_vllm_binding():
     floating = resolve_placement(spec("hardware.accelerator=cpu",
                                       "engine.env.VLLM_CPU_OMP_THREADS_BIND=nobind"), cores=[0, 1])
     assert floating.server is None and "nobind" in floating.note
+
+
+def test_auto_on_cpu_follows_a_binding_inherited_from_mopts_environment():
+    """The server inherits mopt's environment: an exported binding binds vLLM's worker just
+    the same, so the server and the client go elsewhere (under the recipe's own value)."""
+    inherited = {"VLLM_CPU_OMP_THREADS_BIND": "1", "PATH": "/bin"}
+    mirrored = resolve_placement(spec("hardware.accelerator=cpu"), cores=[0, 1],
+                                 environ=inherited)
+    assert (mirrored.engine, mirrored.server, mirrored.client) == ((1,), (0,), (0,))
+    assert mirrored.engine_env == {}  # vLLM reads the inherited value itself
+    reserved = resolve_placement(spec("hardware.accelerator=cpu"), cores=range(4),
+                                 environ={"VLLM_CPU_NUM_OF_RESERVED_CPU": "2"})
+    assert reserved.engine == (0, 1) and reserved.server == (2, 3)
+    recipe_wins = resolve_placement(spec("hardware.accelerator=cpu",
+                                         "engine.env.VLLM_CPU_OMP_THREADS_BIND=0"),
+                                    cores=[0, 1], environ=inherited)
+    assert (recipe_wins.engine, recipe_wins.server) == ((0,), (1,))
+    on_gpu = resolve_placement(spec(), cores=range(4), environ=inherited)
+    assert on_gpu.client == (3,)  # a GPU engine does not read it
 
 
 def test_auto_on_a_gpu_moves_the_client_away_from_server_and_engine():
