@@ -241,14 +241,17 @@ class _LoadRun:
     def _launch(self, index: int, warmup: bool) -> None:
         position = index if warmup else self.warmup_count + index
         prompt = self.prompts[position % len(self.prompts)]
-        task = asyncio.create_task(self._request_task(index, warmup, prompt))
+        # sent now, inside the deadline just checked (its task may first run after the close)
+        task = asyncio.create_task(self._request_task(index, warmup, prompt,
+                                                      self.clock.perf()))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _request_task(self, index: int, warmup: bool, prompt: Any) -> None:
+    async def _request_task(self, index: int, warmup: bool, prompt: Any,
+                            sent_perf: float) -> None:
         semaphore = self.semaphore
         try:
-            record = await self._send(index, warmup, prompt)
+            record = await self._send(index, warmup, prompt, sent_perf)
         finally:
             if semaphore is not None:
                 semaphore.release()
@@ -256,10 +259,10 @@ class _LoadRun:
 
     # ----- one request ---------------------------------------------------------------------
 
-    async def _send(self, index: int, warmup: bool, prompt: Any) -> RequestRecord:
-        """Send one streamed request; every failure becomes a failed record."""
+    async def _send(self, index: int, warmup: bool, prompt: Any,
+                    sent_perf: float) -> RequestRecord:
+        """Send one streamed request dispatched at ``sent_perf``; a failure is a failed record."""
         payload = build_payload(self.model, self.workload, prompt)
-        sent_perf = self.clock.perf()
         record = RequestRecord(index=index, warmup=warmup, sent_at=self.clock.wall(sent_perf))
         if isinstance(prompt, WorkItem):
             record.request_class = prompt.request_class

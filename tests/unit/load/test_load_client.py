@@ -197,6 +197,27 @@ def test_duration_bounds_sending_and_window_covers_in_flight():
     assert duration_s <= result.window_s < duration_s + request_s + JITTER_S * 3
 
 
+def test_a_request_dispatched_before_the_close_is_stamped_before_it(monkeypatch):
+    """On a busy event loop a dispatched request's task may first run after the deadline
+    (seen in CI: sent 0.8 ms after a 20 s window closed); its send time is the dispatch."""
+    import model_optimizer.load.client as client_module
+
+    real = client_module.build_payload
+
+    def slow_payload(*args, **kwargs):
+        time.sleep(0.2)  # blocks the loop, as a busy machine does
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client_module, "build_payload", slow_payload)
+    duration_s = 0.3
+    with MockServer() as server:
+        result = run_load_sync(server.url, MODEL, workload(
+            num_requests=None, duration_s=duration_s, concurrency=2, output_tokens=1), PROMPTS)
+    assert len(result.records) >= 2 and all(record.ok for record in result.records)
+    assert all(r.sent_at < result.window_start + duration_s for r in result.records), \
+        [r.sent_at - result.window_start for r in result.records]
+
+
 def test_num_requests_and_duration_whichever_first():
     with MockServer() as server:
         result = run_load_sync(server.url, MODEL, workload(num_requests=3, duration_s=30.0),
