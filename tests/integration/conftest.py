@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from model_optimizer.models.tiny import build_tiny_model
+from model_optimizer.recipe.placement_rules import OMP_BIND_ENV, machine_cores
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
@@ -24,7 +25,7 @@ MOPT = [sys.executable, "-m", "model_optimizer"]
 
 TEST_MARK = "MOPT_TEST_RUN_ID"
 
-#: The order CI hands the integration modules to its two workers (``-n 2 --dist loadfile``),
+#: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile``),
 #: longest first so that the short ones fill the gaps at the end: quality trains the tiny
 #: model on first use (about 3.5 minutes on one core), so it goes first; optimize needs that
 #: model too and comes third, after apply, so that it does not wait for the training. Modules
@@ -97,6 +98,35 @@ def recipe_copy(tmp_path, tiny_model) -> Path:
     path = tmp_path / "tiny-cpu.yaml"
     path.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
     return path
+
+
+def spread_engine_cores(worker: str, cores: list[int]) -> dict[str, str]:
+    """The environment that puts this xdist worker's vLLM engines on their own core.
+
+    vLLM's CPU engine binds its OpenMP worker to the first cores and leaves the last for the
+    API server and the client (``hardware.placement: auto``), so with two test workers both
+    engines shared core 0 while core 1 waited. Every odd worker (``gw1``, ``gw3``...) exports
+    ``VLLM_CPU_OMP_THREADS_BIND`` = the last core: its servers inherit it and ``auto`` follows
+    it (the server and client on the core before). ``test_served.py`` checks plain ``auto``.
+    """
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if len(cores) < 2 or index % 2 == 0:
+        return {}
+    return {OMP_BIND_ENV: str(cores[-1])}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engines_spread_over_cores():
+    """Each xdist worker's engines on a core of their own (:func:`spread_engine_cores`)."""
+    extra = spread_engine_cores(os.environ.get("PYTEST_XDIST_WORKER", ""), machine_cores())
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    yield extra
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(autouse=True)

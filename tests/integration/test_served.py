@@ -19,6 +19,7 @@ When the module ends, the whole server process group must be gone.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import psutil
@@ -27,7 +28,7 @@ import pytest
 from model_optimizer.engine.factory import plan_server
 from model_optimizer.engine.supervisor import group_members
 from model_optimizer.recipe import load_recipe
-from model_optimizer.recipe.placement_rules import machine_cores
+from model_optimizer.recipe.placement_rules import OMP_BIND_ENV, machine_cores
 
 from .conftest import TINY_RECIPE, only_archive, read_jsonl, run_mopt
 
@@ -38,15 +39,21 @@ SECRET = "pw-integration-4242"
 @pytest.fixture(scope="module")
 def served(tiny_model, tmp_path_factory):
     """The tiny recipe's server as the engine factory plans it, healthy; stopped (its whole
-    process group) when the module ends."""
-    loaded = load_recipe(TINY_RECIPE, ["engine.startup_timeout_s=540"])  # a busy machine
-    plan = plan_server(loaded)
-    log = tmp_path_factory.mktemp("served") / "engine.log"
-    engine = plan.process(log)
-    with engine:
-        engine.wait_ready()
-        yield plan, engine, log
-        group = engine.pid
+    process group) when the module ends. Plain ``auto``: without the binding conftest.py
+    exports on odd workers (``engines_spread_over_cores``)."""
+    inherited = os.environ.pop(OMP_BIND_ENV, None)
+    try:
+        loaded = load_recipe(TINY_RECIPE, ["engine.startup_timeout_s=540"])  # a busy machine
+        plan = plan_server(loaded)
+        log = tmp_path_factory.mktemp("served") / "engine.log"
+        engine = plan.process(log)
+        with engine:
+            engine.wait_ready()
+            yield plan, engine, log
+            group = engine.pid
+    finally:
+        if inherited is not None:
+            os.environ[OMP_BIND_ENV] = inherited
     assert group_members(group) == []  # the whole server group is gone after stop()
 
 
