@@ -75,8 +75,10 @@ class TuneProgress(SearchProgress):
         self._log(f"    max_num_seqs {event.max_num_seqs}: {shown}")
 
     def _on_scan_failed(self, event: ScanFailed) -> None:
+        then = ("the scan ceiling is lowered for these knobs" if event.memory
+                else "this trial launches its own configuration")
         self._log(f"  the scan server at max_num_seqs={event.max_num_seqs} did not start "
-                  f"({event.failure}): this trial launches its own configuration")
+                  f"({event.failure}): {then}")
 
     def _on_confirm(self, event: TuneConfirm) -> None:
         self._log(f"confirming trial {event.number} {event.params} with a launch of its own")

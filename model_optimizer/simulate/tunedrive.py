@@ -26,9 +26,10 @@ from model_optimizer.simulate.bench import Bench, Noise
 from model_optimizer.simulate.truth import Surface
 from model_optimizer.simulate.tuning import SimEngine
 from model_optimizer.tune.evaluate import TrialResult, slo_bounds, trial_verdict
+from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.loop import enqueue_seeds, stop_reason
 from model_optimizer.tune.outputs import ranked_feasible
-from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan
+from model_optimizer.tune.scan import TrialScanner, resolve_scan
 from model_optimizer.tune.space import TuneConfig
 from model_optimizer.tune.study import make_sampler, open_study, study_budget
 from model_optimizer.tune.trials import copy_twin, finished_twin, tell_verdict

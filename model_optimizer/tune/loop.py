@@ -51,13 +51,14 @@ from model_optimizer.search.session import SearchSession, SearchState, read_sear
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import TrialResult, read_trial_result, slo_bounds, trial_verdict
+from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.outputs import (
     best_trial,
     ranked_feasible,
     write_outputs,
     write_trials_csv,
 )
-from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan, scan_grid
+from model_optimizer.tune.scan import TrialScanner, resolve_scan, scan_grid
 from model_optimizer.tune.space import (
     TuneConfig,
     TuneFlags,

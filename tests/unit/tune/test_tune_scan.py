@@ -155,20 +155,28 @@ def test_an_open_loop_or_fixed_concurrency_load_launches_per_trial(tmp_path, tin
     assert len(kinds["run"]) == summary["launches"] == 2  # two trials, a launch each
 
 
-def test_a_scan_server_that_does_not_start_falls_back_to_the_asked_launch(tmp_path,
-                                                                          tiny_model_dir,
-                                                                          monkeypatch):
-    engine = MockEngine(fail_start="ValueError: To serve at least one request with the "
-                        "model's max seq len (512), (0.05 GiB KV cache is needed, which is "
-                        "larger than the available KV cache memory (0.01 GiB)")
+KV_TOO_SMALL = ("ValueError: To serve at least one request with the model's max seq len "
+                "(512), (0.05 GiB KV cache is needed, which is larger than the available KV "
+                "cache memory (0.01 GiB)")
+
+
+@pytest.mark.parametrize(("log", "kind", "runs"), [
+    # memory: the asked level (8) is the ceiling that did not fit: infeasible, not relaunched
+    (KV_TOO_SMALL, "kv_cache_too_small", 0),
+    # not memory: the asked configuration is launched alone
+    ("api_server.py: error: unrecognized arguments: --bogus", "invalid_config", 1)])
+def test_a_scan_server_that_does_not_start(tmp_path, tiny_model_dir, monkeypatch, log, kind,
+                                           runs):
+    engine = MockEngine(fail_start=log)
     monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE.replace("n_trials: 2",
                                                                  "n_trials: 1"))
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
     assert outcome.written is None  # nothing started: no feasible trial, nothing written
     kinds = steps_by_kind(outcome.archive)
-    assert len(kinds["server"]) == 1 and len(kinds["run"]) == 1 and "bench" not in kinds
+    assert len(kinds["server"]) == 1 and "bench" not in kinds
+    assert len(kinds.get("run", [])) == runs
     summary = json.loads((outcome.archive / SUMMARY_FILE).read_text())
     [row] = summary["trials"]
-    assert row["status"] == "failed" and row["failure"] == "kv_cache_too_small"
-    assert summary["launches"] == 2 and summary["windows"] == 0
+    assert row["status"] == "failed" and row["failure"] == kind
+    assert summary["launches"] == 1 + runs and summary["windows"] == 0
