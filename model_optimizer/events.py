@@ -403,6 +403,7 @@ class TuneConfirmed(Event):
     run_id: str
     figures: dict
     at: str
+    objective: dict | None = None  # the objective's value and half-width, this run
 
 
 # ----- optimize ---------------------------------------------------------------------------

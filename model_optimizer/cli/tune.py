@@ -85,6 +85,10 @@ class TuneProgress(SearchProgress):
 
     def _on_confirmed(self, event: TuneConfirmed) -> None:
         verdict = "confirmed" if event.ok else "rejected: " + "; ".join(event.problems)
+        own = event.objective or {}
+        if own.get("value") is not None:
+            verdict += (f" ({fmt(own['value'], 2)} ± {fmt(own.get('half_width'), 2)} by its own "
+                        "launch)")
         self._log(f"  -> {verdict}")
 
     def _on_seeded(self, event: TuneSeeded) -> None:

@@ -29,25 +29,31 @@ def lower_ceiling(failed: int, started: int | None, low: int) -> int:
 
 @dataclass(frozen=True)
 class Reading:
-    """A figure and the half-width of its 95% interval (0: a point, no interval known)."""
+    """A figure and the half-width of its 95% interval (0: a point without noise; None: the
+    window gave no interval, so the reading is compared as a point but proves nothing)."""
 
     value: float
-    half_width: float = 0.0
+    half_width: float | None = 0.0
 
     @classmethod
     def of(cls, samples: Sequence[float], half_width: float | None) -> Reading:
-        """The median of ``samples`` with ``half_width`` (None: 0)."""
-        return cls(float(statistics.median(samples)), float(half_width or 0.0))
+        """The median of ``samples`` with ``half_width``."""
+        return cls(float(statistics.median(samples)), half_width)
+
+    @property
+    def known(self) -> bool:
+        """True when the interval is known (a half-width was measured)."""
+        return self.half_width is not None
 
     @property
     def low(self) -> float:
         """The interval's lower end."""
-        return self.value - self.half_width
+        return self.value - (self.half_width or 0.0)
 
     @property
     def high(self) -> float:
         """The interval's upper end."""
-        return self.value + self.half_width
+        return self.value + (self.half_width or 0.0)
 
     def below(self, other: Reading) -> bool:
         """True when this interval lies wholly below ``other``'s (disjoint intervals)."""

@@ -29,7 +29,7 @@ at or above a launch of theirs that did not fit is infeasible without a launch. 
 server that does not start for another reason falls back to a launch of the asked
 configuration alone. The chosen trial was measured on a server launched at another
 max_num_seqs, so before the revision is written it is confirmed by a launch of its own
-(the next best feasible candidate when that launch rejects it).
+(``tune/confirm.py``).
 """
 
 from __future__ import annotations
@@ -37,13 +37,12 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from model_optimizer.archive import utc_now
 from model_optimizer.errors import RecipeError, UsageError
-from model_optimizer.events import LevelDone, ScanFailed, TuneConfirm, TuneConfirmed, TuneScan
+from model_optimizer.events import LevelDone, ScanFailed, TuneScan
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
 from model_optimizer.plan import PlanError, estimate
-from model_optimizer.search.scan import ScanServer, closed_loop_problems, confirmation_problems
+from model_optimizer.search.scan import ScanServer, closed_loop_problems
 from model_optimizer.search.scan import level_failure as window_failure
 from model_optimizer.search.scanrules import Reading
 from model_optimizer.tune.ceiling import (
@@ -53,13 +52,13 @@ from model_optimizer.tune.ceiling import (
     Launch,
     known_ceiling,
 )
+from model_optimizer.tune.confirm import ConfirmVerdict, confirm_best
 from model_optimizer.tune.evaluate import TrialResult, trial_verdict
 from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.space import ParamSpec, TuneConfig, overrides_for
 from model_optimizer.tune.trials import same_params
 
 SCANNED = "max_num_seqs"
-CONFIRM_CANDIDATES = 3
 
 
 def scan_problems(config: TuneConfig, recipe: dict, gated: bool) -> list[str]:
@@ -323,36 +322,9 @@ class TrialScanner:
             "windows": len(result.measurement.samples), "scan": scan})
 
     # ----- the chosen trial: a launch of its own -----------------------------------------
-    def confirm(self, ranked: list[FrozenTrial]) -> tuple[FrozenTrial | None, dict, str]:
-        """The first of the best feasible trials whose own launch passes: ``(trial, its
-        figures, note)``; ``(None, {}, why)`` when every candidate is rejected."""
-        host, notes = self.host, []
-        for trial in ranked[:CONFIRM_CANDIDATES]:
-            done = [c for c in host.confirmations
-                    if same_params(c["params"], trial.params)]
-            record = done[-1] if done else self._confirm_one(trial)
-            if record["ok"]:
-                return trial, record["figures"], "; ".join(notes)
-            notes.append(f"trial {trial.number} {dict(trial.params)} rejected by its own "
-                         f"launch ({'; '.join(record['problems'])})")
-        return None, {}, "; ".join(notes) or "no feasible trial to confirm"
-
-    def _confirm_one(self, trial: FrozenTrial) -> dict:
-        host = self.host
-        params = dict(trial.params)
-        host.emit(TuneConfirm(trial.number, params))
-        outcome = host.run_one(variant(host.loaded, overrides_for(params)),
-                               host.session.steps_dir, on_event=host.emit,
-                               archive_extra={"tune": host.tune_id, "confirm": True,
-                                              "trial": trial.number, "params": params})
-        problems = confirmation_problems(outcome, host.loaded.resolved)
-        record = {"number": trial.number, "params": params, "ok": not problems,
-                  "problems": problems, "run_id": outcome.run_id,
-                  "figures": step_figures(outcome), "at": utc_now()}
-        host.confirmations.append(record)
-        host.session.save()
-        host.emit(TuneConfirmed(**record))
-        return record
+    def confirm(self, ranked: list[FrozenTrial]) -> ConfirmVerdict:
+        """The best feasible trials confirmed by launches of their own (``tune/confirm.py``)."""
+        return confirm_best(self.host, ranked)
 
 
 def _launch_attrs(trial, launches: list[Launch]) -> dict:

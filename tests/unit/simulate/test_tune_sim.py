@@ -7,7 +7,7 @@ from model_optimizer.simulate.bench import REGIMES, WARMUP_S
 from model_optimizer.simulate.truth import surfaces
 from model_optimizer.simulate.tunedrive import TuneRun, run_tune
 from model_optimizer.simulate.tunetable import summarise_tune
-from model_optimizer.tune.scan import CONFIRM_CANDIDATES
+from model_optimizer.tune.confirm import CONFIRM_CANDIDATES
 
 QUIET = REGIMES["cv0"]
 LAUNCH_S, WINDOW_S = QUIET.launch_s(False), WARMUP_S + QUIET.window_s
@@ -77,3 +77,12 @@ def test_the_figures_are_computed_as_defined():
     assert row.knob_right == 0.5                  # best and the 16-sequence run
     assert row.written == 0.75
     assert row.confidently_wrong == 0.25          # written below 0.90; unwritten is not
+
+
+def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
+    surface = surfaces()["monotone"]
+    low = {"max_num_seqs": 16, "block_size": 64}                             # < 0.90
+    row = summarise_tune(surface, "cv5", [TuneRun(low, 14, 12, 20, 900.0, warned=True),
+                                          TuneRun(low, 14, 12, 20, 900.0)])
+    assert row.warned == 0.5 and row.confidently_wrong == 0.5
+    assert row.cells()[-2:] == ["50.0%", "50.0%"]

@@ -36,7 +36,7 @@ tune:
 """
 
 
-def ok_outcome(run_id: str, qps: float, half_width: float = 0.0) -> RunOutcome:
+def ok_outcome(run_id: str, qps: float, half_width: float | None = 0.0) -> RunOutcome:
     """A good window (or confirming run) at ``qps`` with its interval, within the SLO."""
     metrics = {"requests": 10, "completed": 10, "failed": 0, "success_rate": 1.0,
                "qps": qps, "goodput_qps": qps, "ttft_p99_ms": 100.0, "slo_met": True,

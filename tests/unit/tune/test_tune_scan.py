@@ -84,7 +84,8 @@ def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
     summary = json.loads((archive / SUMMARY_FILE).read_text())
     assert summary["scan"] and summary["windows"] == 8
     assert summary["launches"] == 2  # the confirmation is counted apart, in confirmations
-    assert summary["confirmations"][-1]["ok"]
+    assert all(c["ok"] for c in summary["confirmations"])  # the best (and its runner-up)
+    assert summary["confirmation"]["chosen"] == summary["best"]
     study = optuna.load_study(study_name=summary["study"],
                               storage=f"sqlite:///{archive / 'study.db'}")
     trials = study.get_trials()
@@ -98,8 +99,8 @@ def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
     assert qps[(4, False)] > 2 * qps[(1, False)]  # the batch fills up to the mock's 4
     written = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
     assert written["engine"]["max_num_seqs"] in (4, 8)  # past 4 the mock batches no more
-    own = summary["confirmations"][-1]  # the revision carries the confirming launch's figures
-    assert own["params"]["max_num_seqs"] == written["engine"]["max_num_seqs"]
+    [own] = [c for c in summary["confirmations"]  # the revision carries its confirming figures
+             if all(written["engine"][k] == v for k, v in c["params"].items())]
     assert written["validated"]["metrics"]["qps"] == own["figures"]["qps"]
     assert "level scanned on launch #0" in (archive / "report.md").read_text()
     assert not alive(children_pids() - before)
