@@ -87,8 +87,9 @@ class TuneProgress(SearchProgress):
         verdict = "confirmed" if event.ok else "rejected: " + "; ".join(event.problems)
         own = event.objective or {}
         if own.get("value") is not None:
-            verdict += (f" ({fmt(own['value'], 2)} ± {fmt(own.get('half_width'), 2)} by its own "
-                        "launch)")
+            half = own.get("half_width")
+            shown = fmt(own["value"], 2) + (f" ± {fmt(half, 2)}" if half is not None else "")
+            verdict += f" ({shown} by its own launch)"
         self._log(f"  -> {verdict}")
 
     def _on_seeded(self, event: TuneSeeded) -> None:

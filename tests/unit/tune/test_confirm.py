@@ -96,3 +96,19 @@ def test_the_report_says_not_resolved(make_recipe):
                "confirmation": verdict.to_dict()}
     text = render_report("tune-1", loaded, config, summary, [], [], verdict.trial)
     assert "**Not resolved**: trial" in text and "did not hold up" in text
+
+
+def test_the_progress_log_shows_each_confirmed_figure():
+    import io
+
+    from rich.console import Console
+
+    from model_optimizer.cli.tune import TuneProgress
+    from model_optimizer.events import TuneConfirmed
+
+    out = io.StringIO()
+    show = TuneProgress(Console(file=out, width=200)).handlers()[TuneConfirmed]
+    for half in (0.8, None):
+        show(TuneConfirmed(1, {}, True, [], "run", {}, "now", {"value": 41.24, "half_width": half}))
+    assert "confirmed (41.24 ± 0.80 by its own launch)" in out.getvalue()
+    assert "confirmed (41.24 by its own launch)" in out.getvalue()
