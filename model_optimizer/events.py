@@ -372,12 +372,14 @@ class LevelDone(Event):
 
 @dataclass(frozen=True)
 class ScanFailed(Event):
-    """The scan server did not start; the trial launches its own configuration."""
+    """The scan server did not start: for memory (``memory``) the scan ceiling is lowered
+    for these knobs, otherwise the trial launches its own configuration."""
 
     kind: ClassVar[str] = "scan_failed"
     number: int
     max_num_seqs: int
     failure: str
+    memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -401,6 +403,7 @@ class TuneConfirmed(Event):
     run_id: str
     figures: dict
     at: str
+    objective: dict | None = None  # the objective's value and half-width, this run
 
 
 # ----- optimize ---------------------------------------------------------------------------

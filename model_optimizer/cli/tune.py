@@ -75,14 +75,21 @@ class TuneProgress(SearchProgress):
         self._log(f"    max_num_seqs {event.max_num_seqs}: {shown}")
 
     def _on_scan_failed(self, event: ScanFailed) -> None:
+        then = ("the scan ceiling is lowered for these knobs" if event.memory
+                else "this trial launches its own configuration")
         self._log(f"  the scan server at max_num_seqs={event.max_num_seqs} did not start "
-                  f"({event.failure}): this trial launches its own configuration")
+                  f"({event.failure}): {then}")
 
     def _on_confirm(self, event: TuneConfirm) -> None:
         self._log(f"confirming trial {event.number} {event.params} with a launch of its own")
 
     def _on_confirmed(self, event: TuneConfirmed) -> None:
         verdict = "confirmed" if event.ok else "rejected: " + "; ".join(event.problems)
+        own = event.objective or {}
+        if own.get("value") is not None:
+            half = own.get("half_width")
+            shown = fmt(own["value"], 2) + (f" ± {fmt(half, 2)}" if half is not None else "")
+            verdict += f" ({shown} by its own launch)"
         self._log(f"  -> {verdict}")
 
     def _on_seeded(self, event: TuneSeeded) -> None:

@@ -1,10 +1,12 @@
 """The fitted-knee strategy on the simulated bench (``probe-fit``).
 
 One scan server at the ceiling (halved and relaunched while a launch fails, as an OOM
-ceiling does), the levels of :func:`model_optimizer.sweep.fitscan.next_step`, the knee from
-the fit over every window, then one sustained launch to confirm it (falling back down the
-fine grid when it fails). When the ceiling had to be lowered, the fit extrapolated to the
-ceiling that failed decides whether the cut range could hide the best (then: not resolved).
+ceiling does: ``search.scanrules.lower_ceiling``, the rule the tune lowers its ceiling by;
+the real sweep's probe-fit does not lower it, it relaunches per value), the levels of
+:func:`model_optimizer.sweep.fitscan.next_step`, the knee from the fit over every window,
+then one sustained launch to confirm it (falling back down the fine grid when it fails).
+When the ceiling had to be lowered, the fit extrapolated to the ceiling that failed decides
+whether the cut range could hide the best (then: not resolved).
 Categorical knobs are relaunched as the sweep does.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import numpy
 
+from model_optimizer.search.scanrules import lower_ceiling
 from model_optimizer.simulate.bench import Bench, Outcome
 from model_optimizer.sweep.fit import RESOLVED, fit_params, usl_inverse
 from model_optimizer.sweep.fitscan import next_step, windows_of
@@ -29,7 +32,7 @@ def run_fitted(bench: Bench, seed: int):
         server = bench.launch(ceiling)
         if server.started:
             break
-        ceiling = max(curve.low, ceiling // 2)
+        ceiling = lower_ceiling(ceiling, None, curve.low)
     if server is None or not server.started:
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     minutes = (bench.noise.window_s + 5.0) / 60.0

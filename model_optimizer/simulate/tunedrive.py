@@ -9,9 +9,11 @@ study and sampler (:func:`~model_optimizer.tune.study.open_study`,
 (:func:`~model_optimizer.tune.trials.copy_twin`), every other trial a scanning trial of the
 real :class:`~model_optimizer.tune.scan.TrialScanner` (one launch per combination of the other
 knobs, max_num_seqs scanned on it, every level told to optuna), then the best feasible trial
-confirmed by a launch of its own (``TrialScanner.confirm``). Only the engine is simulated
+confirmed by a launch of its own, its runner-up side by side where it may be as good
+(``TrialScanner.confirm``, ``tune/confirm.py``). Only the engine is simulated
 (:class:`~model_optimizer.simulate.tuning.SimEngine`); the study lives in memory, nothing is
-archived, nothing sleeps. The tune gives no noise warning: a written revision is its verdict.
+archived, nothing sleeps. The tune's warning is the confirmation's: "not resolved" when the
+written configuration's own launch reads below its scan figure.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from model_optimizer.simulate.bench import Bench, Noise
 from model_optimizer.simulate.truth import Surface
 from model_optimizer.simulate.tuning import SimEngine
 from model_optimizer.tune.evaluate import TrialResult, slo_bounds, trial_verdict
+from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.loop import enqueue_seeds, stop_reason
 from model_optimizer.tune.outputs import ranked_feasible
-from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan
+from model_optimizer.tune.scan import TrialScanner, resolve_scan
 from model_optimizer.tune.space import TuneConfig
 from model_optimizer.tune.study import make_sampler, open_study, study_budget
 from model_optimizer.tune.trials import copy_twin, finished_twin, tell_verdict
@@ -62,6 +65,7 @@ class TuneRun:
     trials: int              # budgeted (asked) trials
     windows: int
     wall_s: float
+    warned: bool = False     # the confirmation said "not resolved"
 
 
 def recipe_for(surface: Surface, seed: int, *, n_trials: int = 12,
@@ -104,9 +108,11 @@ def run_tune(surface: Surface, noise: Noise, seed: int, *, n_trials: int = 12,
         else:
             scanner.run(trial, params)
     ranked = ranked_feasible(study.get_trials(deepcopy=False), config)
-    chosen = scanner.confirm(ranked)[0] if ranked else None
+    verdict = scanner.confirm(ranked) if ranked else None
+    chosen = verdict.trial if verdict is not None else None
     return TuneRun(dict(chosen.params) if chosen is not None else None, bench.launches,
-                   asked, bench.windows, bench.clock)
+                   asked, bench.windows, bench.clock,
+                   verdict is not None and not verdict.resolved)
 
 
 def _host(loaded: LoadedRecipe, config: TuneConfig, study: optuna.Study,

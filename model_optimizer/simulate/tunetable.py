@@ -4,9 +4,10 @@ Per (surface, noise), over seeded repetitions (the recipe's ``tune.seed`` and th
 noise both the repetition's number): chosen / true best (p5 and median; 0 when no revision
 was written), the share at or above 0.95 and 0.90 of the true best, launches (median and
 max), budgeted trials, windows and simulated wall time (medians), how often the written
-categorical value is the true best one, how often a revision was written, and how often it
-was **confidently wrong**: written, below 0.90 of the true best, and no warning (the tune
-gives none, so every such revision counts).
+categorical value is the true best one, how often a revision was written, how often the
+tune said "not resolved" (its confirmation: the written configuration's own launch below
+its scan figure), and how often it was **confidently wrong**: written, below 0.90 of the
+true best, and not that warning.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from model_optimizer.simulate.tunedrive import TuneRun, run_tune
 
 TUNE_HEADER = ["surface", "noise", "chosen/best p5", "median", ">= 0.95", ">= 0.90",
                "launches", "trials", "windows", "wall min", "best block_size", "written",
-               "confidently wrong"]
+               "not resolved", "confidently wrong"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TuneRow:
     wall_min: float
     knob_right: float        # share written with the true best categorical value
     written: float
+    warned: float            # share the tune said "not resolved"
     confidently_wrong: float
 
     def cells(self) -> list[str]:
@@ -50,7 +52,7 @@ class TuneRow:
                 pct(self.at_least_95), pct(self.at_least_90),
                 f"{self.launches:.0f} (max {self.max_launches})", f"{self.trials:.0f}",
                 f"{self.windows:.0f}", f"{self.wall_min:.1f}", pct(self.knob_right),
-                pct(self.written), pct(self.confidently_wrong)]
+                pct(self.written), pct(self.warned), pct(self.confidently_wrong)]
 
 
 def simulate_tune(surface: Surface, noise: Noise, reps: int, *, seed0: int = 0,
@@ -67,7 +69,8 @@ def summarise_tune(surface: Surface, noise: str, runs: list[TuneRun]) -> TuneRow
     written = [run.chosen is not None for run in runs]
     knob = [run.chosen is not None and run.chosen[surface.knob] == best[surface.knob]
             for run in runs]
-    wrong = [w and r < 0.90 for w, r in zip(written, ratios, strict=True)]
+    wrong = [w and r < 0.90 and not run.warned
+             for w, r, run in zip(written, ratios, runs, strict=True)]
     count, ordered = len(runs), sorted(ratios)
     return TuneRow(surface.name, noise, count, p5(ordered), statistics.median(ordered),
                    sum(r >= 0.95 for r in ratios) / count,
@@ -77,4 +80,5 @@ def summarise_tune(surface: Surface, noise: str, runs: list[TuneRun]) -> TuneRow
                    statistics.median(run.trials for run in runs),
                    statistics.median(run.windows for run in runs),
                    statistics.median(run.wall_s for run in runs) / 60.0,
-                   sum(knob) / count, sum(written) / count, sum(wrong) / count)
+                   sum(knob) / count, sum(written) / count,
+                   sum(run.warned for run in runs) / count, sum(wrong) / count)

@@ -1,7 +1,7 @@
 """The simulated engine a tune runs against: what ``tune/scan.py`` launches, pure.
 
 :class:`SimEngine` stands in for the three places a scanning tune meets vLLM (the fields of
-:class:`~model_optimizer.tune.scan.ScanHost`): the scan server (:meth:`SimEngine.scan_server`,
+:class:`~model_optimizer.tune.host.ScanHost`): the scan server (:meth:`SimEngine.scan_server`,
 ScanServer's signature: one launch at the ceiling, one steady-state window per level), the
 confirming run of the chosen trial (:meth:`SimEngine.run_one`, run_recipe's signature: a launch
 and one window), and the relaunch of the asked configuration when the scan server does not

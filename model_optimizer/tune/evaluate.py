@@ -113,7 +113,7 @@ def trial_verdict(result: TrialResult, bounds: dict[str, float], config: TuneCon
              "reason": measured.reason, "log_excerpt": result.log_excerpt(),
              "run_ids": measured.run_ids, "launches": len(measured.run_ids),
              "figures": measured.figures, "samples": measured.samples,
-             "slo_met": measured.slo_met,
+             "half_width": measured.half_width, "slo_met": measured.slo_met,
              "feasible": measured.status == "ok" and all(c <= 0 for c in constraints.values()),
              "hardware": hardware, "machine_measured": machine, "finished_at": utc_now()}
     return attrs, constraints, objective_values(result, config)

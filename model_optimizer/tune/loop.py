@@ -51,13 +51,14 @@ from model_optimizer.search.session import SearchSession, SearchState, read_sear
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import TrialResult, read_trial_result, slo_bounds, trial_verdict
+from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.outputs import (
     best_trial,
     ranked_feasible,
     write_outputs,
     write_trials_csv,
 )
-from model_optimizer.tune.scan import ScanHost, TrialScanner, resolve_scan, scan_grid
+from model_optimizer.tune.scan import TrialScanner, resolve_scan, scan_grid
 from model_optimizer.tune.space import (
     TuneConfig,
     TuneFlags,
@@ -111,6 +112,7 @@ class TuneState(SearchState):
     scan: bool = False            # each trial scans max_num_seqs on one launch (tune/scan.py)
     scan_reason: str = ""
     confirmations: list[dict] = field(default_factory=list)  # scan: the winner's own launch
+    confirmation: dict | None = None  # scan: what the confirmation chose (confirm.py)
 
 
 @dataclass
@@ -126,6 +128,7 @@ class TuneOutcome:
     written: Path | None = None
     running_elsewhere: int = 0
     counts: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # why the choice is not resolved
 
     @property
     def exit_code(self) -> int:
@@ -140,7 +143,8 @@ class TuneOutcome:
         return {"status": self.status, "tune_id": self.tune_id, "archive": str(self.archive),
                 "study_name": self.study_name, "reason": self.reason, "best": self.best,
                 "written": str(self.written) if self.written else None,
-                "running_elsewhere": self.running_elsewhere, "counts": self.counts}
+                "running_elsewhere": self.running_elsewhere, "counts": self.counts,
+                "resolved": not self.warnings, "warnings": self.warnings}
 
 
 class TuneRunner:
@@ -300,13 +304,15 @@ class TuneRunner:
         trials = self.study.get_trials(deepcopy=False)
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
         best = self._best = best_trial(trials, self.config)
-        stop, figures = (self.state.stop or {}).get("reason", ""), None
+        stop, figures, warnings = (self.state.stop or {}).get("reason", ""), None, []
         if best is not None and self.scanner is not None and not running:
-            best, figures, note = self.scanner.confirm(ranked_feasible(trials, self.config))
-            self._best, stop = best, "; ".join(x for x in (stop, note) if x)
+            verdict = self.scanner.confirm(ranked_feasible(trials, self.config))
+            best, figures, warnings = verdict.trial, verdict.figures, list(verdict.warnings)
+            self.state.confirmation = verdict.to_dict()
+            self._best, stop = best, "; ".join(x for x in (stop, verdict.note()) if x)
         outcome = TuneOutcome(STATUS_OK, self.archive.path, self.archive.id,
                               self.state.study_name, running_elsewhere=running,
-                              counts=state_counts(trials))
+                              counts=state_counts(trials), warnings=warnings)
         if running:
             outcome.reason = (f"{stop}; {running} trial(s) still running on other workers: "
                               "the worker that finishes last writes the recipe")

@@ -188,6 +188,8 @@ def write_outputs(archive: RunArchive, loaded, state, config: TuneConfig, study:
         "launches": sum(t.user_attrs.get("launches", 0) for t in trials),
         "windows": sum(windows_of(t) for t in trials), "scan": state.scan,
         "strategy": state.scan_reason, "confirmations": state.confirmations,
+        "confirmation": state.confirmation,
+        "resolved": not (state.confirmation or {}).get("warnings"),
         "trials_here": state.trials_here, "machine": state.machine,
     }
     archive.write_json(SUMMARY_FILE, summary)
@@ -318,12 +320,20 @@ def _best_lines(best: FrozenTrial | None, config: TuneConfig, summary: dict) -> 
         lines.append(f"\nConfirmed by a launch of its own at these knobs (run {own['run_id']}"
                      f"): {fmt(own['figures'].get(config.metric), 2)} {config.metric}; the "
                      "revision carries these figures.")
+    lines += _confirmation_lines(summary.get("confirmation") or {})
     if summary["written"]:
         lines.append(f"\nWrote the new recipe revision to `{summary['written']}` (the previous "
                      "text is kept here as `recipe.previous.yaml`).")
     else:
         lines.append(f"\nNo revision written by this worker: {summary['reason']}")
     return lines
+
+
+def _confirmation_lines(verdict: dict) -> list[str]:
+    """The confirmation's notes (side by side, rejections) and its not-resolved warnings."""
+    lines = [f"\n{note[0].upper()}{note[1:]}." for note in verdict.get("notes") or []]
+    return lines + [f"\n**Not resolved**: {warning}." for warning in
+                    verdict.get("warnings") or []]
 
 
 def _table_header(config: TuneConfig) -> str:

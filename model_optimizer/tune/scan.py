@@ -21,45 +21,44 @@ resumed trial, or an earlier launch of the same combination) is not measured aga
 The scan stops early at the memory ceiling (a level whose window saw preemptions or a full
 KV cache, or the server's death: every higher level is infeasible) and, once the asked
 level is measured, at a regression (a level whose interval lies wholly below the best
-level's). A server that does not start at the ceiling falls back to a launch of the asked
+level's). A scan server that does not start for memory (``tune/ceiling.py``) lowers the
+ceiling: the trial launches again at the lowered ceiling (at most
+:data:`~model_optimizer.tune.ceiling.MAX_SCAN_LAUNCHES` launches, the last at the asked
+level), later trials of the same other knobs start from the lowered ceiling, and a level
+at or above a launch of theirs that did not fit is infeasible without a launch. A scan
+server that does not start for another reason falls back to a launch of the asked
 configuration alone. The chosen trial was measured on a server launched at another
 max_num_seqs, so before the revision is written it is confirmed by a launch of its own
-(the next best feasible candidate when that launch rejects it).
+(``tune/confirm.py``).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from model_optimizer.archive import utc_now
 from model_optimizer.errors import RecipeError, UsageError
-from model_optimizer.events import (
-    EventCallback,
-    LevelDone,
-    ScanFailed,
-    TuneConfirm,
-    TuneConfirmed,
-    TuneScan,
-)
+from model_optimizer.events import LevelDone, ScanFailed, TuneScan
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
 from model_optimizer.plan import PlanError, estimate
-from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.runner import RunOutcome, run_recipe
-from model_optimizer.search.scan import ScanServer, closed_loop_problems, confirmation_problems
+from model_optimizer.search.scan import ScanServer, closed_loop_problems
 from model_optimizer.search.scan import level_failure as window_failure
-from model_optimizer.search.session import SearchSession
+from model_optimizer.search.scanrules import Reading
+from model_optimizer.tune.ceiling import (
+    LAUNCHES_ATTR,
+    MAX_SCAN_LAUNCHES,
+    KnownCeiling,
+    Launch,
+    known_ceiling,
+)
+from model_optimizer.tune.confirm import ConfirmVerdict, confirm_best
 from model_optimizer.tune.evaluate import TrialResult, trial_verdict
+from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.space import ParamSpec, TuneConfig, overrides_for
 from model_optimizer.tune.trials import same_params
 
 SCANNED = "max_num_seqs"
-CONFIRM_CANDIDATES = 3
 
 
 def scan_problems(config: TuneConfig, recipe: dict, gated: bool) -> list[str]:
@@ -136,36 +135,12 @@ def window_result(outcome, objective: str) -> TrialResult:
 
 def regressed(best: TrialResult, current: TrialResult) -> bool:
     """True when ``current``'s interval lies wholly below ``best``'s (disjoint intervals)."""
-    def bounds(result: TrialResult) -> tuple[float, float]:
-        middle = statistics.median(result.measurement.samples)
-        half = result.measurement.half_width or 0.0
-        return middle - half, middle + half
-    return bounds(current)[1] < bounds(best)[0]
+    return reading(current).below(reading(best))
 
 
-@dataclass(frozen=True)
-class ScanHost:
-    """What scanning trials need from the tune that runs them (built by ``TuneRunner``):
-    the recipe, the study and its settings, the session steps go to, the tune state's
-    confirmations, and three callbacks. The scanner reaches nothing else of the runner."""
-
-    loaded: LoadedRecipe
-    config: TuneConfig
-    study: optuna.Study
-    bounds: dict
-    hardware: str
-    machine: str
-    tune_id: str
-    study_name: str
-    session: SearchSession
-    confirmations: list[dict]  # the tune state's own list: appended to, then saved
-    emit: EventCallback
-    measure: Callable[[LoadedRecipe, int, dict], TrialResult]
-    tell: Callable[..., dict]  # (trial, params, result, extra attrs) -> the trial's record
-    # the engine, replaceable by a simulated one (``simulate/tuning.py``): the scan server
-    # (ScanServer's signature) and the confirming run (run_recipe's)
-    open_server: Callable[..., ScanServer] = ScanServer
-    run_one: Callable[..., RunOutcome] = run_recipe
+def reading(result: TrialResult) -> Reading:
+    """A measured result's objective and its interval."""
+    return Reading.of(result.measurement.samples, result.measurement.half_width)
 
 
 class TrialScanner:
@@ -178,41 +153,81 @@ class TrialScanner:
 
     # ----- one trial: one launch, every level --------------------------------------------
     def run(self, trial: optuna.Trial, params: dict) -> dict:
-        """Launch, scan, tell every level; returns the asked trial's record."""
+        """Launch (lowered while the launch does not fit), scan, tell every level; returns
+        the asked trial's record."""
         host, asked = self.host, int(params[SCANNED])
         others = {k: v for k, v in params.items() if k != SCANNED}
-        top = max(int(c) for c in self.spec.choices) if self.spec.kind == "categorical" \
-            else int(self.spec.high)
-        ceiling, why = self._ceiling(others, top)
-        levels = scan_levels(self.spec, ceiling, asked)
-        if not levels:
-            return host.tell(trial, params, _skipped(why or "no level fits"))
-        try:
-            server = variant(host.loaded, overrides_for({**others, SCANNED: max(levels)}))
-        except RecipeError as exc:
-            reason = "; ".join(d.message for d in exc.diagnostics)
-            return host.tell(trial, params, _skipped(reason, "rules"))
-        scan = {"ceiling": max(levels), "levels": levels}
-        trial.set_user_attr("launches", 1)  # also counted if this trial is interrupted
-        host.emit(TuneScan(trial.number, max(levels), levels))
-        extra = {"tune": host.tune_id, "study": host.study_name,
-                 "trial": trial.number}
-        with host.open_server(server, host.session.steps_dir, max(levels), host.emit,
-                              {**extra, "scan_server": True,
-                               "params": {**others, SCANNED: max(levels)}}) as live:
+        planner, why = self._ceiling(others, self._span()[1])
+        known = known_ceiling(host.study.get_trials(deepcopy=False), others, SCANNED)
+        launches: list[Launch] = []
+        while not known.infeasible(asked):
+            levels = self._levels(planner, known, asked, len(launches) + 1 >= MAX_SCAN_LAUNCHES)
+            if not levels:
+                return host.tell(trial, params, _skipped(why or "no level fits"),
+                                 _launch_attrs(trial, launches))
+            try:
+                server = variant(host.loaded, overrides_for({**others, SCANNED: max(levels)}))
+            except RecipeError as exc:
+                reason = "; ".join(d.message for d in exc.diagnostics)
+                return host.tell(trial, params, _skipped(reason, "rules"),
+                                 _launch_attrs(trial, launches))
+            scan = {"ceiling": max(levels), "levels": levels}
+            trial.set_user_attr("launches", len(launches) + 1)  # counted if interrupted
+            live, mine, windows = self._serve(trial, others, asked, levels, server)
+            launches.append(Launch(max(levels), live.started, _failure_kind(live)))
+            trial.set_user_attr(LAUNCHES_ATTR, [launch.to_dict() for launch in launches])
+            known = known.with_launch(launches[-1], trial.number)
             if live.started:
-                scan["server_run"] = live.outcome.run_id
+                scan.update({"server_run": live.outcome.run_id, "windows": windows})
+                return self._tell_scanned(trial, params, mine, scan, launches, why)
+            host.emit(ScanFailed(trial.number, live.ceiling, launches[-1].failure or "unknown",
+                                 launches[-1].memory))
+            if not launches[-1].memory:  # not memory: the asked configuration alone
+                return self._relaunch(trial, params, scan, launches)
+        return host.tell(trial, params, _failed(known.failure or "oom",
+                                                known.why_infeasible(asked)),
+                         _launch_attrs(trial, launches))
+
+    def _span(self) -> tuple[int, int]:
+        """The lowest and highest max_num_seqs of the space."""
+        if self.spec.kind == "categorical":
+            values = [int(c) for c in self.spec.choices]
+            return min(values), max(values)
+        return max(1, int(self.spec.low)), int(self.spec.high)
+
+    def _levels(self, planner: int, known: KnownCeiling, asked: int, last: bool) -> list[int]:
+        """The levels of the next launch: the space's under the planner's ceiling, the extra
+        ones also under the known memory ceiling (all but the asked one on the last
+        launch), none at or above a launch of these knobs that did not fit."""
+        bound = asked if last else known.bound(planner, self._span()[0])
+        return [v for v in scan_levels(self.spec, planner, asked)
+                if (v <= bound or v == asked) and not known.infeasible(v)]
+
+    def _serve(self, trial, others: dict, asked: int, levels: list[int],
+               server) -> tuple[ScanServer, TrialResult | None, int]:
+        """One scan server at ``max(levels)``: ``(server, the asked level's result, windows
+        measured)``; nothing measured when it did not start."""
+        host, ceiling = self.host, max(levels)
+        host.emit(TuneScan(trial.number, ceiling, levels))
+        extra = {"tune": host.tune_id, "study": host.study_name, "trial": trial.number}
+        mine, windows = None, 0
+        with host.open_server(server, host.session.steps_dir, ceiling, host.emit,
+                              {**extra, "scan_server": True,
+                               "params": {**others, SCANNED: ceiling}}) as live:
+            if live.started:
                 mine, windows = self._scan(trial, others, asked, levels, live, extra)
-        if not live.started:  # the ceiling did not start: the asked configuration alone
-            return self._relaunch(trial, params, live, scan)
+        return live, mine, windows
+
+    def _tell_scanned(self, trial, params: dict, mine: TrialResult | None, scan: dict,
+                      launches: list[Launch], why: str | None) -> dict:
+        asked = int(params[SCANNED])
         if mine is None:
             mine = _skipped(why or f"max_num_seqs {asked} is above the scan's ceiling")
-            if asked <= max(levels):
+            if asked <= scan["ceiling"]:
                 mine = self._above_failure(asked)
         measured_here = int(mine.status != "skipped" and bool(mine.measurement.run_ids))
-        return host.tell(trial, params, mine, {
-            "launches": 1, "windows": measured_here, "launch": trial.number,
-            "scan": {**scan, "windows": windows}})
+        return self.host.tell(trial, params, mine, {
+            **_launch_attrs(trial, launches), "windows": measured_here, "scan": scan})
 
     def _ceiling(self, others: dict, top: int) -> tuple[int, str | None]:
         """The largest max_num_seqs the planner lets run without preemption (``top`` when
@@ -294,48 +309,34 @@ class TrialScanner:
             constraints=constraints,
             state=TrialState.COMPLETE if values is not None else TrialState.PRUNED))
 
-    def _relaunch(self, trial, params: dict, live: ScanServer, scan: dict) -> dict:
-        failure = live.outcome.failure
-        scan["failed"] = failure.kind if failure else "unknown"
-        self.host.emit(ScanFailed(trial.number, live.ceiling, scan["failed"]))
+    def _relaunch(self, trial, params: dict, scan: dict, launches: list[Launch]) -> dict:
+        scan["failed"] = launches[-1].failure or "unknown"
         step = variant(self.host.loaded, overrides_for(params))
         result = self.host.measure(step, trial.number, params)
+        count = len(launches) + len(result.measurement.run_ids)
+        if result.measurement.run_ids:
+            launches = [*launches, Launch(int(params[SCANNED]), result.status == "ok",
+                                          result.measurement.failure_kind)]
         return self.host.tell(trial, params, result, {
-            "launches": 1 + len(result.measurement.run_ids),
-            "windows": len(result.measurement.samples),
-            "launch": trial.number, "scan": scan})
+            **_launch_attrs(trial, launches), "launches": count,
+            "windows": len(result.measurement.samples), "scan": scan})
 
     # ----- the chosen trial: a launch of its own -----------------------------------------
-    def confirm(self, ranked: list[FrozenTrial]) -> tuple[FrozenTrial | None, dict, str]:
-        """The first of the best feasible trials whose own launch passes: ``(trial, its
-        figures, note)``; ``(None, {}, why)`` when every candidate is rejected."""
-        host, notes = self.host, []
-        for trial in ranked[:CONFIRM_CANDIDATES]:
-            done = [c for c in host.confirmations
-                    if same_params(c["params"], trial.params)]
-            record = done[-1] if done else self._confirm_one(trial)
-            if record["ok"]:
-                return trial, record["figures"], "; ".join(notes)
-            notes.append(f"trial {trial.number} {dict(trial.params)} rejected by its own "
-                         f"launch ({'; '.join(record['problems'])})")
-        return None, {}, "; ".join(notes) or "no feasible trial to confirm"
+    def confirm(self, ranked: list[FrozenTrial]) -> ConfirmVerdict:
+        """The best feasible trials confirmed by launches of their own (``tune/confirm.py``)."""
+        return confirm_best(self.host, ranked)
 
-    def _confirm_one(self, trial: FrozenTrial) -> dict:
-        host = self.host
-        params = dict(trial.params)
-        host.emit(TuneConfirm(trial.number, params))
-        outcome = host.run_one(variant(host.loaded, overrides_for(params)),
-                               host.session.steps_dir, on_event=host.emit,
-                               archive_extra={"tune": host.tune_id, "confirm": True,
-                                              "trial": trial.number, "params": params})
-        problems = confirmation_problems(outcome, host.loaded.resolved)
-        record = {"number": trial.number, "params": params, "ok": not problems,
-                  "problems": problems, "run_id": outcome.run_id,
-                  "figures": step_figures(outcome), "at": utc_now()}
-        host.confirmations.append(record)
-        host.session.save()
-        host.emit(TuneConfirmed(**record))
-        return record
+
+def _launch_attrs(trial, launches: list[Launch]) -> dict:
+    """The attributes a trial's launches leave: their count and record, the launch its
+    levels belong to."""
+    attrs = {"launches": len(launches), LAUNCHES_ATTR: [x.to_dict() for x in launches]}
+    return {**attrs, "launch": trial.number} if launches else attrs
+
+
+def _failure_kind(live: ScanServer) -> str | None:
+    failure = live.outcome.failure if live.outcome is not None else None
+    return failure.kind if failure is not None else None
 
 
 def _skipped(reason: str, kind: str = "planner") -> TrialResult:

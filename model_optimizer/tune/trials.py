@@ -12,7 +12,7 @@ from model_optimizer.tune.space import same_value
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 #: user attributes a trial that repeats a finished configuration copies from it
 COPIED_ATTRS = ("status", "failure_kind", "reason", "log_excerpt", "figures", "samples",
-                "slo_met", "feasible", "hardware", "machine_measured")
+                "half_width", "slo_met", "feasible", "hardware", "machine_measured")
 
 
 def same_params(a: dict, b: dict) -> bool:

@@ -26,7 +26,7 @@ RUN = ["runner.py", "search/session.py"]  # every run's and every search's own e
 #: each command's display and the modules whose events reach it
 COMMANDS: dict[type[RunProgress], list[str]] = {
     SweepProgress: [*RUN, "sweep/loop.py", "sweep/probe.py"],
-    TuneProgress: [*RUN, "tune/loop.py", "tune/scan.py"],
+    TuneProgress: [*RUN, "tune/loop.py", "tune/scan.py", "tune/confirm.py"],
     OptimizeProgress: [*RUN, "optimize/pipeline.py", "quantize/run.py"],
     CapacityProgress: ["runner.py", "capacity.py"],
     EvalProgress: ["quality/evaluate.py"],

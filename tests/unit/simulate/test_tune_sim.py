@@ -7,7 +7,7 @@ from model_optimizer.simulate.bench import REGIMES, WARMUP_S
 from model_optimizer.simulate.truth import surfaces
 from model_optimizer.simulate.tunedrive import TuneRun, run_tune
 from model_optimizer.simulate.tunetable import summarise_tune
-from model_optimizer.tune.scan import CONFIRM_CANDIDATES
+from model_optimizer.tune.confirm import CONFIRM_CANDIDATES
 
 QUIET = REGIMES["cv0"]
 LAUNCH_S, WINDOW_S = QUIET.launch_s(False), WARMUP_S + QUIET.window_s
@@ -46,14 +46,16 @@ def test_at_zero_noise_the_tune_reaches_a_flat_top_with_the_best_block_size(seed
     assert surface.ratio(run.chosen) == pytest.approx(1.0)
 
 
-def test_a_scan_server_above_the_memory_ceiling_falls_back_to_the_asked_launch():
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_scan_server_above_the_memory_ceiling_lowers_the_scan_ceiling(seed):
     surface = surfaces()["oom-ceiling"]
-    run = run_tune(surface, QUIET, 0)
-    # each trial launches the ceiling (64: fails), then its asked configuration alone: no
-    # level is scanned, at most one window per trial plus the confirmations
-    assert run.windows <= run.trials + CONFIRM_CANDIDATES
-    assert run.launches >= 2 * (run.windows - CONFIRM_CANDIDATES)
-    assert run.chosen is not None and run.chosen["max_num_seqs"] <= 40
+    run = run_tune(surface, QUIET, seed)
+    # the launch at 64 fails (OOM above 40): the trial scans again lower, later trials start
+    # from the lowered ceiling, and a level at or above a failed launch is not launched: about
+    # one launch per trial (before: two, 25 in all, and no level scanned)
+    assert run.launches <= run.trials + CONFIRM_CANDIDATES
+    assert run.windows > run.trials + CONFIRM_CANDIDATES
+    assert surface.ratio(run.chosen) >= 0.95
 
 
 def test_the_figures_are_computed_as_defined():
@@ -75,3 +77,12 @@ def test_the_figures_are_computed_as_defined():
     assert row.knob_right == 0.5                  # best and the 16-sequence run
     assert row.written == 0.75
     assert row.confidently_wrong == 0.25          # written below 0.90; unwritten is not
+
+
+def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
+    surface = surfaces()["monotone"]
+    low = {"max_num_seqs": 16, "block_size": 64}                             # < 0.90
+    row = summarise_tune(surface, "cv5", [TuneRun(low, 14, 12, 20, 900.0, warned=True),
+                                          TuneRun(low, 14, 12, 20, 900.0)])
+    assert row.warned == 0.5 and row.confidently_wrong == 0.5
+    assert row.cells()[-2:] == ["50.0%", "50.0%"]

@@ -84,7 +84,8 @@ def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
     summary = json.loads((archive / SUMMARY_FILE).read_text())
     assert summary["scan"] and summary["windows"] == 8
     assert summary["launches"] == 2  # the confirmation is counted apart, in confirmations
-    assert summary["confirmations"][-1]["ok"]
+    assert all(c["ok"] for c in summary["confirmations"])  # the best (and its runner-up)
+    assert summary["confirmation"]["chosen"] == summary["best"]
     study = optuna.load_study(study_name=summary["study"],
                               storage=f"sqlite:///{archive / 'study.db'}")
     trials = study.get_trials()
@@ -98,8 +99,8 @@ def test_each_trial_is_one_launch_scanning_every_level(tmp_path, tiny_model_dir,
     assert qps[(4, False)] > 2 * qps[(1, False)]  # the batch fills up to the mock's 4
     written = yaml.safe_load((tmp_path / "tuned.yaml").read_text())
     assert written["engine"]["max_num_seqs"] in (4, 8)  # past 4 the mock batches no more
-    own = summary["confirmations"][-1]  # the revision carries the confirming launch's figures
-    assert own["params"]["max_num_seqs"] == written["engine"]["max_num_seqs"]
+    [own] = [c for c in summary["confirmations"]  # the revision carries its confirming figures
+             if all(written["engine"][k] == v for k, v in c["params"].items())]
     assert written["validated"]["metrics"]["qps"] == own["figures"]["qps"]
     assert "level scanned on launch #0" in (archive / "report.md").read_text()
     assert not alive(children_pids() - before)
@@ -155,20 +156,28 @@ def test_an_open_loop_or_fixed_concurrency_load_launches_per_trial(tmp_path, tin
     assert len(kinds["run"]) == summary["launches"] == 2  # two trials, a launch each
 
 
-def test_a_scan_server_that_does_not_start_falls_back_to_the_asked_launch(tmp_path,
-                                                                          tiny_model_dir,
-                                                                          monkeypatch):
-    engine = MockEngine(fail_start="ValueError: To serve at least one request with the "
-                        "model's max seq len (512), (0.05 GiB KV cache is needed, which is "
-                        "larger than the available KV cache memory (0.01 GiB)")
+KV_TOO_SMALL = ("ValueError: To serve at least one request with the model's max seq len "
+                "(512), (0.05 GiB KV cache is needed, which is larger than the available KV "
+                "cache memory (0.01 GiB)")
+
+
+@pytest.mark.parametrize(("log", "kind", "runs"), [
+    # memory: the asked level (8) is the ceiling that did not fit: infeasible, not relaunched
+    (KV_TOO_SMALL, "kv_cache_too_small", 0),
+    # not memory: the asked configuration is launched alone
+    ("api_server.py: error: unrecognized arguments: --bogus", "invalid_config", 1)])
+def test_a_scan_server_that_does_not_start(tmp_path, tiny_model_dir, monkeypatch, log, kind,
+                                           runs):
+    engine = MockEngine(fail_start=log)
     monkeypatch.setattr(factory, "VllmEngine", lambda: engine)
     loaded = mock_recipe(tmp_path, tiny_model_dir, SPACE.replace("n_trials: 2",
                                                                  "n_trials: 1"))
     outcome = start_tune(loaded, tmp_path / "runs", output=tmp_path / "tuned.yaml")
     assert outcome.written is None  # nothing started: no feasible trial, nothing written
     kinds = steps_by_kind(outcome.archive)
-    assert len(kinds["server"]) == 1 and len(kinds["run"]) == 1 and "bench" not in kinds
+    assert len(kinds["server"]) == 1 and "bench" not in kinds
+    assert len(kinds.get("run", [])) == runs
     summary = json.loads((outcome.archive / SUMMARY_FILE).read_text())
     [row] = summary["trials"]
-    assert row["status"] == "failed" and row["failure"] == "kv_cache_too_small"
-    assert summary["launches"] == 2 and summary["windows"] == 0
+    assert row["status"] == "failed" and row["failure"] == kind
+    assert summary["launches"] == 1 + runs and summary["windows"] == 0

@@ -1,0 +1,65 @@
+"""The pure rules a search on a scan server shares (no runner, no engine): how far to lower
+the scan ceiling after a launch failed for memory, and when one reading lies below another.
+
+- :func:`lower_ceiling`: after a server launched with ``max_num_seqs = F`` failed to start
+  for memory (vLLM's out-of-memory or KV-cache start failures), the next server is launched
+  halfway from the highest level known to have started (none: from 0) to ``F``: bisection
+  between what started and what did not, never below the range's low end. The sweep's
+  fitted-knee strategy in the search simulator halves its scan server this way, and the
+  tune lowers the scan ceiling of its later trials with it.
+- :class:`Reading`: a figure with its 95% interval; ``a.below(b)`` when the intervals are
+  disjoint with ``a`` under ``b`` (the same test the tune's scan stops at as a regression,
+  and its confirmation checks a confirming run against the scan figure with).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def lower_ceiling(failed: int, started: int | None, low: int) -> int:
+    """The next scan ceiling after a launch at ``failed`` did not start for memory: halfway
+    from ``started`` (the highest level known to have started below ``failed``; None: 0)
+    to ``failed``, at least ``low`` and at least ``started``."""
+    floor = started if started is not None and started < failed else 0
+    return max(low, floor, (floor + failed) // 2)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A figure and the half-width of its 95% interval (0: a point without noise; None: the
+    window gave no interval, so the reading is compared as a point but proves nothing)."""
+
+    value: float
+    half_width: float | None = 0.0
+
+    @classmethod
+    def of(cls, samples: Sequence[float], half_width: float | None) -> Reading:
+        """The median of ``samples`` with ``half_width``."""
+        return cls(float(statistics.median(samples)), half_width)
+
+    @property
+    def known(self) -> bool:
+        """True when the interval is known (a half-width was measured)."""
+        return self.half_width is not None
+
+    @property
+    def low(self) -> float:
+        """The interval's lower end."""
+        return self.value - (self.half_width or 0.0)
+
+    @property
+    def high(self) -> float:
+        """The interval's upper end."""
+        return self.value + (self.half_width or 0.0)
+
+    def below(self, other: Reading) -> bool:
+        """True when this interval lies wholly below ``other``'s (disjoint intervals)."""
+        return self.high < other.low
+
+    def __str__(self) -> str:
+        if not self.half_width:
+            return f"{self.value:.4g}"
+        return f"{self.value:.4g} ± {self.half_width:.2g}"
