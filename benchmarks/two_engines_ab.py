@@ -37,12 +37,17 @@ def one_pair(mirrored: bool, runs: Path) -> list[tuple[float, float]]:
                 "--runs-dir", str(runs / f"{time.time_ns()}-{index}")]
         procs.append((time.monotonic(), subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)))
+    ended: dict[int, float] = {}
+    while len(ended) < len(procs):  # each one's own end, not the later of the two
+        for index, (_, proc) in enumerate(procs):
+            if index not in ended and proc.poll() is not None:
+                ended[index] = time.monotonic()
+        time.sleep(0.2)
     out = []
-    for started, proc in procs:
-        stdout, _ = proc.communicate(timeout=900)
-        wall = time.monotonic() - started
+    for index, (started, proc) in enumerate(procs):
+        stdout = proc.stdout.read()
         qps = json.loads(stdout)["metrics"]["qps"] if proc.returncode == 0 else float("nan")
-        out.append((wall, qps))
+        out.append((ended[index] - started, qps))
     return out
 
 
