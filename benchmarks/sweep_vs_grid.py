@@ -7,9 +7,10 @@ Three commands, each small enough for one hold of the engine lock (run each unde
     # to the grid file at once, and a (value, pass) already there is skipped (resumable)
     .venv/bin/python benchmarks/sweep_vs_grid.py grid --workload default \\
         --values 1,2,4,8 --passes up --grid docs/benchmarks/grids/default.json
-    # a sweep (probe-scan or relaunch), judged against that grid file, no launch for the judge
+    # a sweep (auto: the shipped default; probe-fit, probe-scan or relaunch), judged against
+    # that grid file, no launch for the judge
     .venv/bin/python benchmarks/sweep_vs_grid.py sweep --workload default \\
-        --strategy probe-scan --grid docs/benchmarks/grids/default.json
+        --strategy auto --grid docs/benchmarks/grids/default.json
     # the grid's table, or a verdict on any chosen value
     .venv/bin/python benchmarks/sweep_vs_grid.py judge --grid FILE [--chosen 48 --unresolved]
 
@@ -48,6 +49,9 @@ WORKLOADS = {
     "kv-knee": ["engine.extra_args={num-gpu-blocks-override: 24}"],
 }
 STRATEGIES = {
+    # what a user gets from `mopt sweep --start 1 --max 64` (sweep.strategy auto, defaults)
+    "auto": ([], SweepFlags(start=1, max=64)),
+    "probe-fit": ([], SweepFlags(start=1, max=64, strategy="probe-fit")),
     "probe-scan": (["sweep.resolution=4", "sweep.remeasure_rounds=2"],
                    SweepFlags(start=1, max=64, strategy="probe-scan")),
     "relaunch": (["sweep.resolution=48", "sweep.max_launches=4", "sweep.remeasure_rounds=1",
@@ -149,7 +153,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="window (s)")
     parser.add_argument("--values", default=",".join(map(str, GRID)))
     parser.add_argument("--passes", default="up,down", help="up, down or up,down")
-    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="probe-scan")
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="auto")
     parser.add_argument("--chosen", type=int, default=None)
     parser.add_argument("--unresolved", action="store_true",
                         help="judge: the sweep said its choice is not resolved")

@@ -5,8 +5,9 @@ the scan ceiling after a launch failed for memory, and when one reading lies bel
   for memory (vLLM's out-of-memory or KV-cache start failures), the next server is launched
   halfway from the highest level known to have started (none: from 0) to ``F``: bisection
   between what started and what did not, never below the range's low end. The sweep's
-  fitted-knee strategy in the search simulator halves its scan server this way, and the
-  tune lowers the scan ceiling of its later trials with it.
+  sweep's scanning strategies relaunch their scan server once at the lowered ceiling
+  (:data:`MAX_SCAN_SERVERS`, in the search simulator too), and the tune lowers the scan
+  ceiling of its later trials with it.
 - :class:`Reading`: a figure with its 95% interval; ``a.below(b)`` when the intervals are
   disjoint with ``a`` under ``b`` (the same test the tune's scan stops at as a regression,
   and its confirmation checks a confirming run against the scan figure with).
@@ -17,6 +18,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+#: scan servers one sweep may launch: the ceiling, and one lowered after a memory failure
+MAX_SCAN_SERVERS = 2
 
 
 def lower_ceiling(failed: int, started: int | None, low: int) -> int:

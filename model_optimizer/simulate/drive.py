@@ -7,8 +7,9 @@ by the launch budget), the choice by :func:`~model_optimizer.sweep.strategy.choo
 sustained confirmation launch per candidate (the chosen value, then
 :func:`~model_optimizer.sweep.strategy.fallback_candidates`). Only the measurement is
 simulated: a probe-scan level is a window on the one scan server, a relaunch is a server of
-its own. The report's warning is the loop's: the measured noise above the plateau threshold
-(:func:`~model_optimizer.sweep.decide.measured_noise`).
+its own. The report's warning is the loop's
+(:func:`~model_optimizer.sweep.decide.choice_resolved`: the measured noise above the plateau
+threshold, or a lowered scan ceiling that may hide the best).
 
 ``probe-fit`` is the fitted-knee strategy (:mod:`model_optimizer.simulate.fitted`).
 """
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lower_ceiling
 from model_optimizer.simulate.bench import Bench, Noise, Outcome
 from model_optimizer.simulate.fitted import run_fitted
 from model_optimizer.simulate.truth import Curve
-from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise, remeasure_plan
+from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, remeasure_plan
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -52,18 +54,32 @@ def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
         return run_fitted(bench, seed)
     config = sweep_config(curve, relative_resolution=relative_resolution)
     measure: Callable[[object, str], Point] = bench.relaunch_point
+    failed = None
     if strategy == "probe-scan" and not curve.categorical:
-        server = bench.launch(int(config.max))
-        if server.started:
-            measure = server.window
+        measure, failed = scan_server(config, bench)
     history: list[Point] = []
     search(config, history, measure)
     if not config.categorical:
         remeasure(config, history, measure, rounds)
     chosen, validated = choose_and_confirm(config, history, bench)
-    noise_seen = measured_noise(history)
-    warned = noise_seen is not None and noise_seen["cv"] > config.plateau_threshold
+    warned = not choice_resolved(config, history, None, failed)
     return Outcome(chosen, validated, warned, bench.launches, bench.windows, bench.clock)
+
+
+def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None]:
+    """The probe-scan server (the loop's ``_probe_scan``): launched at the ceiling, lowered
+    once after a memory failure (an OOM ceiling's launches fail for memory); the measure
+    function (a relaunch per value when no scan server started) and the ceiling that failed."""
+    failed = None
+    for _ in range(MAX_SCAN_SERVERS):
+        server = bench.launch(int(config.max))
+        if server.started:
+            return server.window, failed
+        lowered = lower_ceiling(int(config.max), None, int(config.start))
+        if failed is not None or lowered >= config.max:
+            break
+        failed, config.max = int(config.max), lowered
+    return bench.relaunch_point, failed
 
 
 def search(config: SweepConfig, history: list[Point],

@@ -24,6 +24,10 @@ picks again; when the pooled windows then lead with a value that was never re-me
 (a re-measured best fell back), the new top two get a round of their own (at most
 ``remeasure_rounds`` such rounds). The pooled coefficient of variation of values measured
 more than once is the **measured noise** the summary reports.
+
+A choice is **resolved** (:func:`choice_resolved`, the summary's ``resolved``) when the
+fitted knee says so, or, for the growth strategies, when the measured noise is within the
+threshold and no lowered scan ceiling hides a better value (:func:`cut_range_unresolved`).
 """
 
 from __future__ import annotations
@@ -168,3 +172,46 @@ def _unsettled_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
     pair = top_candidates(threshold, history, with_remeasured=True)
     again = {_key(p.value) for p in history if p.phase == PHASE_REMEASURE}
     return pair if any(_key(v) not in again for v in pair) else []
+
+
+def cut_range_unresolved(points: Sequence[Any], ceiling: Any, failed: int | None,
+                         threshold: float) -> bool:
+    """True when a scan whose ceiling was lowered from ``failed`` (a server that did not start
+    for memory) cannot rule out a better value above it: the lowered ``ceiling``'s pooled
+    throughput is within ``threshold`` of the best acceptable one (the curve may still rise
+    between ``ceiling`` and ``failed``)."""
+    if failed is None:
+        return False
+    good = [p for p in pooled(points) if p.acceptable and p.metric is not None]
+    top = next((p.metric for p in good if _key(p.value) == _key(ceiling)), None)
+    return top is not None and top >= (1 - threshold) * max(p.metric for p in good)
+
+
+def cut_range_note(config: Any, points: Sequence[Any], failed: int | None) -> str:
+    """The choice's caveat when :func:`cut_range_unresolved` (else empty)."""
+    if not cut_range_unresolved(points, config.max, failed, config.plateau_threshold):
+        return ""
+    return (f"; NOT RESOLVED: the scan ceiling was lowered from {failed} (failed to start for "
+            f"memory) to {config.max:g}, whose throughput is within "
+            f"{config.plateau_threshold:.0%} of the best: a better value may lie above it "
+            f"(`mopt sweep --strategy relaunch --start {config.max:g} --max {failed - 1}` "
+            "launches the values between)")
+
+
+def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
+                    failed: int | None) -> bool:
+    """The sweep's own verdict on its choice (the summary's ``resolved``)."""
+    if knee is not None:
+        return bool(knee["resolved"])
+    noise = measured_noise(history)
+    if noise is not None and noise["cv"] > config.plateau_threshold:
+        return False
+    return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
+
+
+def distinct(points: Sequence[Any]) -> list[Any]:
+    """``points`` without a value seen before (the first of each value, in order)."""
+    first: dict = {}
+    for point in points:
+        first.setdefault(_key(point.value), point)
+    return list(first.values())

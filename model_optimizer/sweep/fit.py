@@ -59,6 +59,7 @@ class Knee:
     windows: int
     more_windows: int = 0            # what the band suggests would resolve it (0: resolved)
     fitted: float = 0.0              # fitted throughput at the knee (drift removed)
+    cut: bool = False                # the best may lie above a lowered scan ceiling
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -70,6 +71,10 @@ class Knee:
         if self.resolved:
             return (f"knee {self.value} (band {band}; at least {self.share_low:.0%} of the "
                     f"fitted best), resolved over {self.windows} windows")
+        if self.cut:
+            return (f"not resolved: knee {self.value}, band {band}, but the scan ceiling was "
+                    "lowered after a launch failed for memory, and the fitted curve may rise "
+                    "above it (the best may lie in the range the failure cut off)")
         return (f"not resolved at this noise: knee {self.value}, band {band}, the choice may "
                 f"be as low as {self.share_low:.0%} of the best; about {self.more_windows} "
                 "more windows near the knee would resolve it")

@@ -13,16 +13,20 @@ phases, every window feeding one fit (:mod:`model_optimizer.sweep.fit`):
    the knee's neighbours) once more, interleaved, at most ``rounds`` times.
 
 The knee is then chosen on the fine grid (:func:`~model_optimizer.sweep.model.relative_grid`,
-1/8 of the value) up to the largest acceptable level, with its band and verdict.
+1/8 of the value) up to the largest acceptable level, with its band and verdict. When the
+scan server's ceiling had to be lowered after a launch failed for memory,
+:func:`cut_knee` decides whether the range the failure cut off could hide the best.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from model_optimizer.sweep.fit import Knee, Window, fit_knee
+import numpy
+
+from model_optimizer.sweep.fit import RESOLVED, Knee, Window, fit_knee, fit_params, usl_inverse
 from model_optimizer.sweep.model import RELATIVE_RESOLUTION, Point, relative_grid
 
 PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
@@ -148,3 +152,15 @@ def knee_record(knee: dict | None) -> dict | None:
         return None
     return {"resolved": knee["resolved"], "value": knee["value"], "band": list(knee["band"]),
             "share_low": round(knee["share_low"], 4), "windows": knee["windows"]}
+
+
+def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: float) -> Knee:
+    """``knee``, not resolved when its scan ceiling was lowered from ``failed`` and the fitted
+    curve, extrapolated to ``failed``, could hold a best that puts the knee below
+    ``1 - RESOLVED * threshold`` of it (the range the failed launch cut may hide the best)."""
+    if failed is None or not knee.resolved:
+        return knee
+    params = fit_params(windows)[0]
+    reach = 1.0 / max(float(usl_inverse(params, numpy.array([float(failed)]))[0]), 1e-12)
+    hidden = knee.fitted < (1 - RESOLVED * threshold) * reach
+    return replace(knee, resolved=False, cut=True) if hidden else knee

@@ -40,13 +40,31 @@ from model_optimizer.search.session import (
     SearchState,
     read_search_archive,
 )
-from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
+from model_optimizer.sweep.decide import (
+    PHASE_REMEASURE,
+    cut_range_note,
+    distinct,
+    remeasure_plan,
+)
 from model_optimizer.sweep.fit import Knee
-from model_optimizer.sweep.fitscan import fitted_choice, knee_record, next_step
+from model_optimizer.sweep.fitscan import (
+    cut_knee,
+    fitted_choice,
+    knee_record,
+    next_step,
+    windows_of,
+)
 from model_optimizer.sweep.flags import SweepFlags, build_config
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
-from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
+from model_optimizer.sweep.probe import (
+    MAX_SCAN_SERVERS,
+    SCANNING,
+    ProbeServer,
+    lowered_ceiling,
+    resolve_strategy,
+    scan_ceiling,
+)
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -76,6 +94,7 @@ class SweepState(SearchState):
     strategy_reason: str = ""
     server_launches: int = 0            # probe-scan: launches of the scan server
     scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
+    ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
     knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
     strict: bool = False                # refuse to write a knee that is not resolved
 
@@ -158,32 +177,56 @@ class SweepRunner:
         return self._choose_and_confirm()
 
     def _probe_scan(self) -> None:
-        """Search and re-measure on one live server at the ceiling (``sweep/probe.py``)."""
-        if self.state.scan_finished:
-            return
-        probe = ProbeServer(self.loaded, self.session.steps_dir, int(self.state.config.max),
-                            self.state.objective, self.session.archive.id, self.emit,
-                            self.engine_factory)
-        with probe:
-            self.state.server_launches += 1
-            self.session.save()
-            if probe.started:
-                self.probe = probe
-                self._search()
-                self._remeasure()
-                self.state.scan_finished = True
+        """Search and re-measure on one live server at the ceiling (``sweep/probe.py``); a
+        ceiling that fails to start for memory is lowered once, any other failure (or a
+        second one) relaunches per value."""
+        while not self.state.scan_finished:
+            probe = ProbeServer(self.loaded, self.session.steps_dir, int(self.state.config.max),
+                                self.state.objective, self.session.archive.id, self.emit,
+                                self.engine_factory)
+            with probe:
+                self.state.server_launches += 1
                 self.session.save()
-        self.probe = None
-        if not probe.started:  # the ceiling did not start: one launch per value instead
-            failure = probe.outcome.failure
-            self.state.strategy = "relaunch"
-            self.state.strategy_reason = (f"the probe-scan server at max_num_seqs="
-                                          f"{probe.ceiling} failed to start "
-                                          f"({failure.kind if failure else 'unknown'}), so "
-                                          "every value is launched")
-            self.emit(ProbeFailed(self.state.strategy_reason))
-            self._search()
-            self._remeasure()
+                if probe.started:
+                    self.probe = probe
+                    self._search()
+                    self._remeasure()
+                    self.state.scan_finished = True
+                    self.session.save()
+            self.probe = None
+            if not probe.started and not self._lower_ceiling(probe):
+                return self._relaunch_instead(probe)
+
+    def _lower_ceiling(self, probe: ProbeServer) -> bool:
+        """After the scan server failed to start: lower the ceiling for one more scan server
+        when the failure was for memory (``lowered_ceiling``); False when it cannot."""
+        failure = probe.outcome.failure if probe.outcome else None
+        config = self.state.config
+        lowered = lowered_ceiling(failure.kind if failure else None, probe.ceiling,
+                                  int(round_value(config, config.start))) \
+            if self.state.server_launches < MAX_SCAN_SERVERS else None
+        if lowered is None:
+            return False
+        self.state.ceiling_failed, config.max = probe.ceiling, lowered
+        reason = (f"the scan server at max_num_seqs={probe.ceiling} failed to start "
+                  f"({failure.kind}): the ceiling is lowered to {lowered}, and a choice at "
+                  f"{lowered} is not resolved (the range above it is not seen)")
+        self._record_decision(None, None, reason, "memory")
+        self.emit(ProbeFailed(reason))
+        self.session.save()
+        return True
+
+    def _relaunch_instead(self, probe: ProbeServer) -> None:
+        """The scan server did not start: one launch per value instead."""
+        failure = probe.outcome.failure if probe.outcome else None
+        self.state.strategy = "relaunch"
+        self.state.strategy_reason = (f"the probe-scan server at max_num_seqs="
+                                      f"{probe.ceiling} failed to start "
+                                      f"({failure.kind if failure else 'unknown'}), so "
+                                      "every value is launched")
+        self.emit(ProbeFailed(self.state.strategy_reason))
+        self._search()
+        self._remeasure()
 
     def _remeasure(self) -> None:
         """Measure the top candidates again, interleaved (A B A B), before choosing."""
@@ -251,8 +294,11 @@ class SweepRunner:
             self._record_decision(step.value, step.phase, reason, None)
             self._emit_step(step.value, step.phase, reason)
             self._measure_step(step.value, step.phase)
-        self.state.knee = step.knee.to_dict() if step.value is None and step.knee else None
-        self._record_decision(None, None, step.knee.verdict() if step.knee else
+        knee = cut_knee(step.knee, windows_of(self.state.history, minutes),
+                        self.state.ceiling_failed, config.plateau_threshold) \
+            if step.value is None and step.knee else None
+        self.state.knee = knee.to_dict() if knee else None
+        self._record_decision(None, None, knee.verdict() if knee else
                               "too few acceptable windows to fit a curve", None)
 
     def _measure_step(self, value, phase: str) -> None:
@@ -298,13 +344,15 @@ class SweepRunner:
             else choose(cfg, history)
         if self._quality_failures():
             reason = f"{reason}; {self._quality_failures()}"
+        if self.state.knee is None:
+            reason += cut_range_note(cfg, history, self.state.ceiling_failed)
         rejected: set = {c["value"] for c in self.state.confirmations if not c["ok"]}
         candidates: list[Point] = []
         if chosen is not None:
             if chosen.value not in rejected:
                 candidates.append(chosen)
             candidates += fallback_candidates(cfg, history, rejected | {chosen.value})
-        for candidate in _unique(candidates):
+        for candidate in distinct(candidates):
             confirmation = self._confirm(candidate)
             if confirmation["ok"]:
                 figures = confirmation.get("figures") or self.state.figures.get(
@@ -355,15 +403,6 @@ class SweepRunner:
                                                 chosen.value},
             figures, by=KIND, output=Path(self.state.output), quality=quality,
             knee=knee_record(self.state.knee))
-
-
-def _unique(points: list[Point]) -> list[Point]:
-    seen, out = set(), []
-    for point in points:
-        if point.value not in seen:
-            seen.add(point.value)
-            out.append(point)
-    return out
 
 
 def _objective(recipe: Recipe, has_slo: bool) -> str:

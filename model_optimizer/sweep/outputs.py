@@ -19,7 +19,7 @@ from model_optimizer.archive.report import fmt
 from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
-from model_optimizer.sweep.decide import PHASE_REMEASURE, measured_noise
+from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, measured_noise
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
                "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
@@ -66,6 +66,9 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
                "noise": measured_noise(state.history),
+               "resolved": choice_resolved(state.config, state.history, state.knee,
+                                           state.ceiling_failed),
+               "ceiling_failed": state.ceiling_failed,
                "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
                "strategy": state.strategy, "strategy_reason": state.strategy_reason,

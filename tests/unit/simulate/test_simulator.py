@@ -55,10 +55,13 @@ def test_at_zero_noise_the_fitted_knee_is_the_true_knee_on_the_relative_grid(cur
     assert outcome.validated and not outcome.warned and outcome.launches == 2
 
 
-def test_probe_scan_is_two_launches_and_falls_back_to_relaunching_above_an_oom_ceiling():
+def test_probe_scan_is_two_launches_and_lowers_its_ceiling_once_above_an_oom_ceiling():
     assert run_search(curves()["monotone"], QUIET, 0, "probe-scan").launches == 2
     oom = run_search(curves()["oom-ceiling"], QUIET, 0, "probe-scan")
-    assert oom.launches > 3 and oom.chosen <= 40
+    # 64 fails for memory, 32 starts and is scanned, then the confirmation: three launches;
+    # 32 is within the threshold of the best seen, so the cut range 33..63 may hide a better
+    # value: validated, but said to be not resolved
+    assert oom.launches == 3 and oom.chosen <= 32 and oom.validated and oom.warned
     fitted = run_search(curves()["oom-ceiling"], QUIET, 0, "probe-fit")
     assert fitted.launches == 3 and fitted.chosen <= 40 and fitted.validated
 

@@ -1,0 +1,109 @@
+"""A scan server that fails to start for memory: the sweep lowers its ceiling once (the
+bisection rule the tune and the simulator share) instead of relaunching per value, and says
+when the range the failure cut off may hide a better value."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy
+import pytest
+
+from model_optimizer.engine.factory import MockEngine
+from model_optimizer.recipe import RecipeSpec, load_recipe
+from model_optimizer.sweep.decide import choice_resolved, cut_range_unresolved
+from model_optimizer.sweep.fit import Window, fit_knee
+from model_optimizer.sweep.fitscan import cut_knee
+from model_optimizer.sweep.flags import SweepFlags
+from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.sweep.model import Point, SweepConfig
+from model_optimizer.sweep.probe import lowered_ceiling
+
+ROOT = Path(__file__).resolve().parents[3]
+OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def test_only_a_memory_failure_lowers_the_ceiling_and_never_below_the_start():
+    assert lowered_ceiling("oom", 64, 1) == 32
+    assert lowered_ceiling("kv_cache_too_small", 8, 1) == 4
+    assert lowered_ceiling("invalid_config", 64, 1) is None     # says nothing of memory
+    assert lowered_ceiling(None, 64, 1) is None
+    assert lowered_ceiling("oom", 4, 4) is None                  # cannot go below the start
+
+
+def point(value: int, qps: float) -> Point:
+    return Point(value, "grow", "ok", [qps], slo_met=True)
+
+
+def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
+    config = SweepConfig("max_num_seqs", 1, max=32, plateau_threshold=0.05)
+    rising = [point(8, 50.0), point(16, 80.0), point(32, 100.0)]
+    flat = [point(8, 50.0), point(16, 100.0), point(32, 80.0)]   # 32 well below the best
+    assert cut_range_unresolved(rising, 32, 64, 0.05)
+    assert not cut_range_unresolved(rising, 32, None, 0.05)      # nothing was cut
+    assert not cut_range_unresolved(flat, 32, 64, 0.05)
+    assert not choice_resolved(config, rising, None, 64)
+    assert choice_resolved(config, rising, None, None)
+    assert choice_resolved(config, flat, None, 64)
+    knee = {"resolved": True}
+    assert choice_resolved(config, rising, knee, 64)             # the fit's verdict rules
+
+
+def usl_windows(levels, gain: float) -> list[Window]:
+    """Windows of X(N) = 10 N / (1 + gain (N - 1)) at each level (no noise)."""
+    return [Window(n, 10.0 * n / (1 + gain * (n - 1)), minute=i)
+            for i, n in enumerate(levels)]
+
+
+def test_a_fitted_knee_is_cut_when_the_curve_rises_past_the_lowered_ceiling():
+    levels = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 24, 16, 12, 8]
+    grid = numpy.arange(1, 33)
+    for gain, hidden in ((0.002, True), (0.9, False)):     # still rising at 32 / flat early
+        windows = usl_windows(levels, gain)
+        knee = fit_knee(windows, grid, 0.05, seed=0)
+        assert knee is not None and knee.resolved
+        cut = cut_knee(knee, windows, 64, 0.05)
+        assert (not cut.resolved, cut.cut) == (hidden, hidden)
+        assert cut_knee(knee, windows, None, 0.05) == knee
+    assert "lowered" in replace(knee, resolved=False, cut=True).verdict()
+
+
+@dataclass(frozen=True)
+class FitsUpTo(MockEngine):
+    """The mock server, failing to start like vLLM out of memory above ``fits`` sequences."""
+
+    fits: int = 4
+
+    def command(self, recipe, base_dir, port):
+        seqs = RecipeSpec.of(recipe).engine.max_num_seqs
+        engine = self if seqs <= self.fits else replace(self, fail_start=OOM_LOG)
+        return MockEngine.command(engine, recipe, base_dir, port)
+
+
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
+def test_a_scan_server_that_runs_out_of_memory_is_relaunched_once_lower(tmp_path):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
+                      .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
+    loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
+                                  "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
+                                  "sweep.resolution=1"])
+    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
+                          output=tmp_path / "out.yaml",
+                          engine_factory=FitsUpTo(ttft_ms=20, itl_ms=5))
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    servers = sorted((json.loads((p / "run.json").read_text()) for p in
+                      (outcome.archive / "steps").iterdir() if (p / "run.json").exists()),
+                     key=lambda run: run["created_at"])
+    launched = [run["value"] for run in servers if run.get("probe_server")]
+    assert launched == [8, 4]                   # the ceiling, then halfway down, no relaunch
+    assert summary["strategy"] == "probe-scan" and summary["ceiling_failed"] == 8
+    assert summary["launches"] == 3             # two scan servers and the confirmation
+    assert {row["value"] for row in summary["steps"]} <= {1, 2, 3, 4}
+    # the mock's throughput still rises at 4: the range 5..7 may hide a better value
+    assert summary["resolved"] is False and "NOT RESOLVED" in summary["chosen_reason"]
+    state = json.loads((outcome.archive / "state.json").read_text())
+    assert any("lowered to 4" in decision["reason"] for decision in state["decisions"])
+    assert outcome.written and outcome.chosen.value <= 4
