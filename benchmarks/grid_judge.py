@@ -14,6 +14,12 @@ launch of its own); between a valid and an invalid neighbour it cannot be judged
 Verdicts (issue 20 item 5): ``MET`` (the choice's median >= 0.95 of the best median),
 ``NOT RESOLVED`` (the sweep itself said its choice is not resolved, or the grid cannot
 judge the choice), ``MISS`` (below 0.95 and the sweep said nothing: a confident miss).
+
+The grid is noisy too, and its best is the largest of noisy medians. Each verdict line also
+gives the grid's own noise (:func:`grid_noise`: the pooled pass-to-pass CV) and whether the
+shortfall from the best lies inside it (1.96 standard errors of the difference of two
+medians, each of its passes). The verdict itself is the issue's, by medians; the noise says
+how much a verdict on this grid can mean.
 """
 
 from __future__ import annotations
@@ -49,16 +55,23 @@ class Verdict:
     ratio: float | None
     best: GridValue
     how: str  # "grid", "interpolated", or why it could not be judged
+    noise: float | None = None  # the grid's pooled pass-to-pass CV
+    margin: float | None = None  # the shortfall the grid's noise can hide (relative)
 
     def line(self) -> str:
         """The verdict in one line."""
         if self.ratio is None:
             return (f"{self.verdict}: chose {self.chosen}; {self.how} "
                     f"(grid's best {self.best.median:.2f} at {self.best.value})")
-        return (f"{self.verdict}: chose {self.chosen}, {self.how} median "
+        text = (f"{self.verdict}: chose {self.chosen}, {self.how} median "
                 f"{self.chosen_median:.2f} req/s = {self.ratio:.1%} of the grid's best "
                 f"median {self.best.median:.2f} [{self.best.low:.2f}, {self.best.high:.2f}] "
                 f"at {self.best.value}")
+        if self.noise is None or self.margin is None:
+            return text
+        inside = "inside" if 1 - self.ratio <= self.margin else "outside"
+        return (f"{text}; grid noise CV {self.noise:.1%}: the shortfall "
+                f"{1 - self.ratio:.1%} is {inside} it (+-{self.margin:.1%})")
 
 
 def load_grid(path: Path) -> dict:
@@ -118,6 +131,28 @@ def interpolate(values: dict[int, GridValue], chosen: int) -> tuple[float | None
     return low.median + share * (high.median - low.median), "interpolated"
 
 
+def grid_noise(grid: dict) -> float | None:
+    """The grid's pooled coefficient of variation between passes of the same value (None
+    when no value has two readings)."""
+    squares = dof = 0.0
+    for value in {int(r["value"]) for r in grid["measurements"]}:
+        readings = [r["qps"] for r in grid["measurements"] if int(r["value"]) == value
+                    and r.get("ok") and r.get("qps") is not None]
+        if len(readings) < 2 or statistics.fmean(readings) <= 0:
+            continue
+        squares += statistics.variance(readings) / statistics.fmean(readings) ** 2 * (
+            len(readings) - 1)
+        dof += len(readings) - 1
+    return math.sqrt(squares / dof) if dof else None
+
+
+def _margin(noise: float | None, chosen_passes: int, best_passes: int) -> float | None:
+    """1.96 standard errors of the relative difference of two medians (as means)."""
+    if noise is None or not chosen_passes or not best_passes:
+        return None
+    return 1.96 * noise * math.sqrt(1 / chosen_passes + 1 / best_passes)
+
+
 def judge(grid: dict, chosen: int | None, sweep_unresolved: bool) -> Verdict | None:
     """The verdict on ``chosen``; None when the grid has no valid value at all."""
     values = summarize(grid)
@@ -132,7 +167,12 @@ def judge(grid: dict, chosen: int | None, sweep_unresolved: bool) -> Verdict | N
         return Verdict("NOT RESOLVED", chosen, None, None, best, how)
     ratio = median / best.median
     verdict = "MET" if ratio >= GOAL else "NOT RESOLVED" if sweep_unresolved else "MISS"
-    return Verdict(verdict, chosen, median, ratio, best, how)
+    passes = values[chosen].passes if chosen in values else min(
+        values[max(v for v in values if v < chosen)].passes,
+        values[min(v for v in values if v > chosen)].passes)
+    noise = grid_noise(grid)
+    return Verdict(verdict, chosen, median, ratio, best, how, noise,
+                   _margin(noise, passes, best.passes))
 
 
 def sweep_unresolved(summary: dict, plateau_threshold: float) -> bool:

@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.grid_judge import (
     best_of,
+    grid_noise,
     grid_table,
     interpolate,
     judge,
@@ -90,3 +91,15 @@ def test_the_grid_file_round_trips_and_prints_every_pass(tmp_path):
     assert load_grid(path) == grid
     table = grid_table(load_grid(path))
     assert "| 32 | 46.7, 62.8 | 54.8 | yes |" in table and "| 1 |" not in table
+
+
+def test_the_grid_says_how_much_noise_its_own_passes_show():
+    grid = issue_grid()
+    # every value read 0.95x and 1.05x its median, but 32 read 46.7 and 62.8
+    cvs = [0.1 / math.sqrt(2)] * 7 + [math.sqrt(2) * (62.8 - 46.7) / 2 / ((62.8 + 46.7) / 2)]
+    assert grid_noise(grid) == pytest.approx(math.sqrt(sum(c * c for c in cvs) / 8))
+    quiet = judge(grid, 16, sweep_unresolved=False)       # 0.77 of the best: a real miss
+    assert quiet.margin == pytest.approx(1.96 * grid_noise(grid))  # two passes each
+    assert "is outside it" in quiet.line()
+    assert "is inside it" in judge(grid, 57, sweep_unresolved=True).line()  # 0.949
+    assert grid_noise({"measurements": grid["measurements"][:1]}) is None
