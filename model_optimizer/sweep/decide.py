@@ -18,7 +18,8 @@ of their difference:
 
 Before the knee is chosen, the top candidates are **re-measured interleaved** (A B A B ...):
 the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
-they coincide, the best and the acceptable value below it. A slow minute on a shared machine
+they coincide, the best and the acceptable value below it (above it, when the best is the
+smallest value: a growth that stopped at its second value). A slow minute on a shared machine
 then hits both, and every measurement of a value is pooled (median) before :func:`choose`
 picks again; when the pooled windows then lead with a value that was never re-measured
 (a re-measured best fell back), the new top two get a round of their own (at most
