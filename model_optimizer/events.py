@@ -299,6 +299,7 @@ class SweepConfirmed(Event):
     problems: list[str]
     run_id: str
     figures: dict
+    shortfall: str = ""   # passed, but its throughput fell short of the search's (not resolved)
 
 
 # ----- tune -------------------------------------------------------------------------------

@@ -84,6 +84,8 @@ class SweepProgress(SearchProgress):
 
     def _on_confirmed(self, event: SweepConfirmed) -> None:
         verdict = "passed" if event.ok else "rejected: " + "; ".join(event.problems)
+        if event.shortfall:
+            verdict += f"; NOT RESOLVED: {event.shortfall}"
         self._log(f"  -> {verdict}")
 
 

@@ -81,12 +81,13 @@ class Server:
         bench.windows += 1
         return throughput * self.factor(), ttft_ratio * lognormal(bench.rng, bench.noise.cv)
 
-    def factor(self) -> float:
-        """The multiplicative error of one window read now."""
+    def factor(self, cv_scale: float = 1.0) -> float:
+        """The multiplicative error of one window read now (``cv_scale``: a longer run's
+        share of a window's noise)."""
         noise, rng = self.bench.noise, self.bench.rng
         age_min = (self.bench.clock - self.born) / 60.0
         drift = max(0.05, 1.0 + self.drift * age_min / 10.0)
-        window = lognormal(rng, noise.cv)
+        window = lognormal(rng, noise.cv * cv_scale)
         if noise.collapse and rng.random() < noise.collapse:
             window *= rng.uniform(0.2, 0.5)
         return self.offset * drift * window
@@ -110,14 +111,29 @@ class Bench:
         """The relaunch strategy's measurement: a server of its own, one window."""
         return self.launch(value).window(value, phase, launches=1)
 
-    def confirm(self, value, seconds: float) -> bool:
+    def confirm(self, value, seconds: float) -> Confirmed:
         """The sustained confirmation run: its own launch; passes when the value starts
-        and the SLO holds in that run."""
+        and the SLO holds in that run; reads the throughput as a window of ``seconds`` would
+        (the window noise shrunk by the square root of the longer run, the server's own
+        offset, drift and collapses as they are), with its 95% half-width."""
         server = self.launch(value)
         if not server.started:
-            return False
+            return Confirmed(False, {})
         self.clock += seconds
-        return self.curve.ttft_ratio(value) * lognormal(self.rng, self.noise.cv) <= 1.0
+        passed = self.curve.ttft_ratio(value) * lognormal(self.rng, self.noise.cv) <= 1.0
+        scale = math.sqrt(self.noise.window_s / seconds)
+        reading = self.curve.throughput(value) * server.factor(scale)
+        return Confirmed(passed, {"qps": reading,
+                                  "qps_half_width": 1.96 * self.noise.cv * scale * reading})
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A simulated sustained run: whether it passed, and its figures (``qps`` and its
+    half-width, as ``measure.step_figures`` names them)."""
+
+    passed: bool
+    figures: dict
 
 
 def lognormal(rng: random.Random, cv: float) -> float:

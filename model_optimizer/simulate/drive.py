@@ -22,7 +22,13 @@ from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lower_ceiling
 from model_optimizer.simulate.bench import Bench, Noise, Outcome
 from model_optimizer.simulate.fitted import run_fitted
 from model_optimizer.simulate.truth import Curve
-from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, remeasure_plan
+from model_optimizer.sweep.decide import (
+    PHASE_REMEASURE,
+    choice_resolved,
+    distinct,
+    remeasure_plan,
+    shortfall,
+)
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -61,8 +67,8 @@ def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
     search(config, history, measure)
     if not config.categorical:
         remeasure(config, history, measure, rounds)
-    chosen, validated = choose_and_confirm(config, history, bench)
-    warned = not choice_resolved(config, history, None, failed)
+    chosen, validated, confirmations = choose_and_confirm(config, history, bench)
+    warned = not choice_resolved(config, history, None, failed, confirmations)
     return Outcome(chosen, validated, warned, bench.launches, bench.windows, bench.clock)
 
 
@@ -100,17 +106,16 @@ def remeasure(config: SweepConfig, history: list[Point],
 
 
 def choose_and_confirm(config: SweepConfig, history: list[Point],
-                       bench: Bench) -> tuple[object | None, bool]:
-    """The choice, then a sustained launch per candidate until one passes."""
+                       bench: Bench) -> tuple[object | None, bool, list[dict]]:
+    """The choice, then a sustained launch per candidate until one passes (its record with
+    the loop's throughput check, :func:`~model_optimizer.sweep.decide.shortfall`)."""
     chosen, _ = choose(config, history)
     if chosen is None:
-        return None, False
-    candidates = [chosen, *fallback_candidates(config, history, {chosen.value})]
-    seen = set()
-    for candidate in candidates:
-        if candidate.value in seen:
-            continue
-        seen.add(candidate.value)
-        if bench.confirm(candidate.value, CONFIRM_S):
-            return candidate.value, True
-    return None, False
+        return None, False, []
+    for candidate in distinct([chosen, *fallback_candidates(config, history,
+                                                            {chosen.value})]):
+        run = bench.confirm(candidate.value, CONFIRM_S)
+        if run.passed:
+            return candidate.value, True, [{"ok": True, "shortfall": shortfall(
+                candidate, run.figures, "qps")}]
+    return None, False, []

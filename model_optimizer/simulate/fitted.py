@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from model_optimizer.search.scanrules import lower_ceiling
 from model_optimizer.simulate.bench import Bench, Outcome
-from model_optimizer.sweep.fitscan import cut_knee, next_step, windows_of
+from model_optimizer.sweep.decide import shortfall
+from model_optimizer.sweep.fitscan import cut_knee, fitted_choice, next_step, windows_of
 from model_optimizer.sweep.model import relative_grid
 
 THRESHOLD, CONFIRM_S, MAX_SERVER_LAUNCHES = 0.05, 60.0, 3
@@ -41,9 +42,14 @@ def run_fitted(bench: Bench, seed: int):
     if knee is None:
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     failed = ceiling * 2 if ceiling < curve.high else None
-    warned = not cut_knee(knee, windows_of(history, minutes), failed, THRESHOLD).resolved
+    knee = cut_knee(knee, windows_of(history, minutes), failed, THRESHOLD)
+    warned = not knee.resolved
+    chosen = fitted_choice(knee.to_dict(), history)[0]
     for value in reversed([v for v in relative_grid(curve.low, knee.value)][-3:]):
-        if bench.confirm(value, CONFIRM_S):
-            return Outcome(value, True, warned, bench.launches, bench.windows, bench.clock)
+        run = bench.confirm(value, CONFIRM_S)
+        if run.passed:   # the loop's throughput check on the knee's own run
+            short = value == chosen.value and shortfall(chosen, run.figures, "qps")
+            return Outcome(value, True, warned or bool(short), bench.launches, bench.windows,
+                           bench.clock)
     return Outcome(None, False, warned, bench.launches, bench.windows, bench.clock)
 

@@ -18,7 +18,8 @@ of their difference:
 
 Before the knee is chosen, the top candidates are **re-measured interleaved** (A B A B ...):
 the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
-they coincide, the best and the acceptable value below it. A slow minute on a shared machine
+they coincide, the best and the acceptable value below it (above it, when the best is the
+smallest value: a growth that stopped at its second value). A slow minute on a shared machine
 then hits both, and every measurement of a value is pooled (median) before :func:`choose`
 picks again; when the pooled windows then lead with a value that was never re-measured
 (a re-measured best fell back), the new top two get a round of their own (at most
@@ -36,6 +37,8 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from model_optimizer.search.scanrules import Reading
 
 PHASE_REMEASURE = "remeasure"
 
@@ -122,8 +125,10 @@ def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
 
 def top_candidates(threshold: float, history: Sequence[Any], *,
                    with_remeasured: bool = False) -> list[Any]:
-    """The values to re-measure before choosing: [knee, best], or [below best, best], as the
-    search measured them (``with_remeasured``: as every window so far pools them)."""
+    """The values to re-measure before choosing: [knee, best], or [below best, best], or
+    [best, above best] when the best is the smallest acceptable value (a growth stopped by a
+    regression at its second value), as the search measured them (``with_remeasured``: as
+    every window so far pools them)."""
     windows = history if with_remeasured else [h for h in history
                                                 if h.phase != PHASE_REMEASURE]
     points = sorted((p for p in pooled(windows)
@@ -136,7 +141,10 @@ def top_candidates(threshold: float, history: Sequence[Any], *,
     if knee.value != best.value:
         return [knee.value, best.value]
     below = [p for p in points if p.value < best.value]
-    return [below[-1].value, best.value] if below else []
+    if below:
+        return [below[-1].value, best.value]
+    above = [p for p in points if p.value > best.value]   # the best is the smallest value:
+    return [best.value, above[0].value]                  # re-measure the step that fell
 
 
 def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> list[Any]:
@@ -199,14 +207,37 @@ def cut_range_note(config: Any, points: Sequence[Any], failed: int | None) -> st
 
 
 def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
-                    failed: int | None) -> bool:
-    """The sweep's own verdict on its choice (the summary's ``resolved``)."""
+                    failed: int | None, confirmations: Sequence[dict] = ()) -> bool:
+    """The sweep's own verdict on its choice (the summary's ``resolved``): the fitted knee's
+    verdict, else no measured noise above the threshold; never when a lowered scan ceiling
+    may hide a better value or the sustained run of the written value fell short of what
+    the search measured (:func:`shortfall`)."""
+    if any(c.get("ok") and c.get("shortfall") for c in confirmations):
+        return False
     if knee is not None:
         return bool(knee["resolved"])
     noise = measured_noise(history)
     if noise is not None and noise["cv"] > config.plateau_threshold:
         return False
     return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
+
+
+def shortfall(point: Any, figures: dict, objective: str) -> str:
+    """Why the sustained run of ``point``'s value says its scan figure did not hold up (empty
+    when it did): the run's 95% interval lies wholly below the point's pooled interval (the
+    rule the tune's confirmation uses, ``search.scanrules.Reading.below``). A run without an
+    interval, or a point that is not a measured window with one (a fitted knee's value), is
+    no evidence either way."""
+    value, half = figures.get(objective), figures.get(f"{objective}_half_width")
+    bounds = interval(point)
+    if value is None or half is None or bounds is None or point.half_width is None:
+        return ""
+    confirmed = Reading(float(value), float(half))
+    scanned = Reading((bounds[0] + bounds[1]) / 2, (bounds[1] - bounds[0]) / 2)
+    if not confirmed.below(scanned):
+        return ""
+    return (f"the sustained run read {confirmed}, wholly below the {bounds[0]:.4g}.."
+            f"{bounds[1]:.4g} the search measured: the search's figure did not hold up")
 
 
 def distinct(points: Sequence[Any]) -> list[Any]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from model_optimizer.errors import UsageError
 from model_optimizer.plan.accelerators import knob_multiple
+from model_optimizer.recipe import RecipeSpec
+from model_optimizer.recipe.render import Recipe
 from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
 from model_optimizer.sweep.strategy import SweepConfig
 
@@ -51,3 +53,10 @@ def build_config(recipe: dict, flags: SweepFlags | None = None) -> SweepConfig:
         section["start"] = current
     return SweepConfig.from_recipe(
         section, multiple_of=knob_multiple(param, recipe["hardware"]["accelerator"]))
+
+
+def sweep_objective(recipe: Recipe) -> str:
+    """goodput with SLOs, else QPS; ``class:figure`` with ``sweep.objective_class``."""
+    spec = RecipeSpec.of(recipe)
+    base = "goodput_qps" if spec.slo.sets_any() else "qps"
+    return f"{spec.sweep.objective_class}:{base}" if spec.sweep.objective_class else base

@@ -27,8 +27,7 @@ from model_optimizer.events import (
 )
 from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
-from model_optimizer.recipe import LoadedRecipe, RecipeSpec
-from model_optimizer.recipe.render import Recipe
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.runner import run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.revision import default_model_config, write_validated_revision
@@ -45,6 +44,7 @@ from model_optimizer.sweep.decide import (
     cut_range_note,
     distinct,
     remeasure_plan,
+    shortfall,
 )
 from model_optimizer.sweep.fit import Knee
 from model_optimizer.sweep.fitscan import (
@@ -54,7 +54,7 @@ from model_optimizer.sweep.fitscan import (
     next_step,
     windows_of,
 )
-from model_optimizer.sweep.flags import SweepFlags, build_config
+from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objective
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import (
@@ -361,6 +361,8 @@ class SweepRunner:
                 if candidate is not chosen:
                     reason = (f"{reason}; {chosen.value} was rejected by the sustained run, "
                               f"{candidate.value} confirmed instead")
+                if confirmation.get("shortfall"):
+                    reason += f"; NOT RESOLVED: {confirmation['shortfall']}"
                 return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate,
                                     reason, written, figures)
             rejected.add(candidate.value)
@@ -388,9 +390,12 @@ class SweepRunner:
                              engine_factory=self.engine_factory,
                              archive_extra={KIND: self.session.archive.id, "confirm": True,
                                             "value": candidate.value})
-        problems = confirmation_problems(outcome, self.loaded.spec)
+        problems, figures = confirmation_problems(outcome, self.loaded.spec), \
+            step_figures(outcome)
         result = {"value": candidate.value, "ok": not problems, "problems": problems,
-                  "run_id": outcome.run_id, "figures": step_figures(outcome)}
+                  "run_id": outcome.run_id, "figures": figures,
+                  "shortfall": "" if problems else shortfall(candidate, figures,
+                                                             self.state.objective)}
         self.state.confirmations.append(result)
         self.session.save()
         self.emit(SweepConfirmed(**result))
@@ -403,13 +408,6 @@ class SweepRunner:
                                                 chosen.value},
             figures, by=KIND, output=Path(self.state.output), quality=quality,
             knee=knee_record(self.state.knee))
-
-
-def _objective(recipe: Recipe, has_slo: bool) -> str:
-    """goodput with SLOs, else QPS; ``class:figure`` with ``sweep.objective_class``."""
-    base = "goodput_qps" if has_slo else "qps"
-    wanted = RecipeSpec.of(recipe).sweep.objective_class
-    return f"{wanted}:{base}" if wanted else base
 
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
@@ -427,11 +425,10 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
     if strategy in SCANNING:
         config.max = scan_ceiling(loaded, config, load_model_config(model_config_path)
                                   if model_config_path else None)
-    has_slo = loaded.spec.slo.sets_any()
     state = SweepState(
         config=config, recipe_file=str(loaded.path), overrides=list(loaded.overrides),
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
-        objective=_objective(loaded.spec, has_slo),
+        objective=sweep_objective(loaded.spec),
         output=str(output or loaded.path), model_config=model_config_path,
         strategy=strategy, strategy_reason=why, strict=flags.strict)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)

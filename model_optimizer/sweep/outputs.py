@@ -67,7 +67,7 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "confirmations": state.confirmations,
                "noise": measured_noise(state.history),
                "resolved": choice_resolved(state.config, state.history, state.knee,
-                                           state.ceiling_failed),
+                                           state.ceiling_failed, state.confirmations),
                "ceiling_failed": state.ceiling_failed,
                "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
@@ -189,6 +189,8 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
             confirmation.get("problems") or [])
+        if confirmation.get("shortfall"):
+            verdict += f"; **not resolved**: {confirmation['shortfall']}"
         lines.append(f"- sustained run at {confirmation['value']}: {verdict}")
     if summary["written"]:
         lines.append(f"\nWrote the new recipe revision to `{summary['written']}` "
