@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy
 import pytest
 
 from model_optimizer.engine.factory import MockEngine
-from model_optimizer.recipe import RecipeSpec, load_recipe
+from model_optimizer.recipe import RecipeSpec
 from model_optimizer.sweep.decide import choice_resolved, cut_range_unresolved
 from model_optimizer.sweep.fit import Window, fit_knee
 from model_optimizer.sweep.fitscan import cut_knee
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.loop import start_sweep
 from model_optimizer.sweep.model import Point, SweepConfig
 from model_optimizer.sweep.probe import lowered_ceiling
+from tests.unit.sweep.test_probe_loop import mock_probe_sweep
 
-ROOT = Path(__file__).resolve().parents[3]
 OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
@@ -84,16 +81,7 @@ class FitsUpTo(MockEngine):
 
 @pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
 def test_a_scan_server_that_runs_out_of_memory_is_relaunched_once_lower(tmp_path):
-    recipe = tmp_path / "tiny.yaml"
-    recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
-                      .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
-    loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
-                                  "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
-                                  "sweep.resolution=1"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
-                          output=tmp_path / "out.yaml",
-                          engine_factory=FitsUpTo(ttft_ms=20, itl_ms=5))
-    summary = json.loads((outcome.archive / "summary.json").read_text())
+    outcome, summary = mock_probe_sweep(tmp_path, FitsUpTo(ttft_ms=20, itl_ms=5), 1)
     servers = sorted((json.loads((p / "run.json").read_text()) for p in
                       (outcome.archive / "steps").iterdir() if (p / "run.json").exists()),
                      key=lambda run: run["created_at"])

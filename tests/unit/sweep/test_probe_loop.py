@@ -17,18 +17,23 @@ from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
-def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
+def mock_probe_sweep(tmp_path: Path, engine: MockEngine, resolution: int):
+    """A probe-scan sweep of tiny-cpu over 1..8 on ``engine`` (1 s windows): its outcome
+    and summary."""
     recipe = tmp_path / "tiny.yaml"
     recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
                       .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
     loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
                                   "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
-                                  "sweep.resolution=4"])
+                                  f"sweep.resolution={resolution}"])
     outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
-                          output=tmp_path / "out.yaml",
-                          engine_factory=MockEngine(ttft_ms=20, itl_ms=5))
-    summary = json.loads((outcome.archive / "summary.json").read_text())
+                          output=tmp_path / "out.yaml", engine_factory=engine)
+    return outcome, json.loads((outcome.archive / "summary.json").read_text())
+
+
+@pytest.mark.slow  # several seconds: real processes (quick tier: not slow)
+def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
+    outcome, summary = mock_probe_sweep(tmp_path, MockEngine(ttft_ms=20, itl_ms=5), 4)
     assert summary["strategy"] == "probe-scan" and summary["launches"] == 2
     runs = [json.loads((p / "run.json").read_text())
             for p in (outcome.archive / "steps").iterdir() if p.is_dir()]
