@@ -19,6 +19,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from model_optimizer.engine.classify import MEMORY_CLASSES
+
 #: scan servers one sweep may launch: the ceiling, and one lowered after a memory failure
 MAX_SCAN_SERVERS = 2
 
@@ -29,6 +31,17 @@ def lower_ceiling(failed: int, started: int | None, low: int) -> int:
     to ``failed``, at least ``low`` and at least ``started``."""
     floor = started if started is not None and started < failed else 0
     return max(low, floor, (floor + failed) // 2)
+
+
+def lowered_ceiling(failure_kind: str | None, ceiling: int, low: int) -> int | None:
+    """The sweep's next scan ceiling after the server at ``ceiling`` failed to start with
+    ``failure_kind``: :func:`lower_ceiling` with nothing known to have started, for a memory
+    failure only; None when the failure says nothing of memory or the ceiling cannot go
+    lower than ``low``."""
+    if failure_kind not in MEMORY_CLASSES:
+        return None
+    lowered = lower_ceiling(ceiling, None, low)
+    return lowered if lowered < ceiling else None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lower_ceiling
+from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.simulate.bench import Bench, Noise, Outcome
 from model_optimizer.simulate.fitted import run_fitted
 from model_optimizer.simulate.truth import Curve
@@ -77,12 +77,12 @@ def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None
     once after a memory failure (an OOM ceiling's launches fail for memory); the measure
     function (a relaunch per value when no scan server started) and the ceiling that failed."""
     failed = None
-    for _ in range(MAX_SCAN_SERVERS):
+    for launched in range(1, MAX_SCAN_SERVERS + 1):
         server = bench.launch(int(config.max))
         if server.started:
             return server.window, failed
-        lowered = lower_ceiling(int(config.max), None, int(config.start))
-        if failed is not None or lowered >= config.max:
+        lowered = lowered_ceiling("oom", int(config.max), int(config.start))
+        if launched == MAX_SCAN_SERVERS or lowered is None:
             break
         failed, config.max = int(config.max), lowered
     return bench.relaunch_point, failed

@@ -32,6 +32,7 @@ from model_optimizer.runner import run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.revision import default_model_config, write_validated_revision
 from model_optimizer.search.scan import confirmation_problems
+from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.search.session import (
     EventCallback,
     RevisionOutcome,
@@ -58,10 +59,8 @@ from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objectiv
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import (
-    MAX_SCAN_SERVERS,
     SCANNING,
     ProbeServer,
-    lowered_ceiling,
     resolve_strategy,
     scan_ceiling,
 )

@@ -15,8 +15,8 @@ its own for the sustained confirmation: two launches in all.
 A level whose window saw preemptions, or the KV cache at least :data:`KV_FULL` full, marks
 the memory ceiling (``kv_cache_full`` counts as a memory failure). A scan server that fails
 to start *for memory* (``oom``, ``kv_cache_too_small``) is relaunched once at a lowered
-ceiling (:func:`lowered_ceiling`: the bisection rule the tune and the simulator share,
-``search/scanrules.py``); the range the failure cut off is then one the scan cannot see, so
+ceiling (``search.scanrules.lowered_ceiling``, the bisection rule the tune and the simulator
+share); the range the failure cut off is then one the scan cannot see, so
 a choice at the lowered ceiling is not resolved (``sweep/decide.py``
 :func:`~model_optimizer.sweep.decide.cut_range_unresolved`). Any other
 start failure, or a second one, falls back to one launch per value.
@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from model_optimizer.engine.classify import MEMORY_CLASSES
 from model_optimizer.errors import UsageError
 from model_optimizer.events import EventCallback, ProbeServerStarted
 from model_optimizer.load.figures import Figures
@@ -39,15 +38,14 @@ from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import Recipe
 from model_optimizer.search.scan import KV_FULL, ScanServer, closed_loop_problems, level_failure
-from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lower_ceiling
+from model_optimizer.search.scanrules import MAX_SCAN_SERVERS
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
 STRATEGIES = ("auto", "probe-scan", "probe-fit", "relaunch")
 #: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
 SCANNING = ("probe-scan", "probe-fit")
 __all__ = ["KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
-           "level_point", "lowered_ceiling",
-           "probe_scan_problems", "resolve_strategy", "scan_ceiling"]
+           "level_point", "probe_scan_problems", "resolve_strategy", "scan_ceiling"]
 
 
 def probe_scan_problems(recipe: Recipe, config: SweepConfig) -> list[str]:
@@ -87,16 +85,6 @@ def scan_ceiling(loaded: LoadedRecipe, config: SweepConfig, model_config: dict |
         raise UsageError("probe-scan needs a ceiling: give --max (or a model config.json the "
                          "planner can read), or use --strategy relaunch")
     return max(1, min(limits))
-
-
-def lowered_ceiling(failure_kind: str | None, ceiling: int, low: int) -> int | None:
-    """The next scan ceiling after the server at ``ceiling`` failed to start with
-    ``failure_kind``: halfway down (``lower_ceiling``) for a memory failure, None when the
-    failure says nothing of memory or the ceiling cannot go lower than ``low``."""
-    if failure_kind not in MEMORY_CLASSES:
-        return None
-    lowered = lower_ceiling(ceiling, None, low)
-    return lowered if lowered < ceiling else None
 
 
 class ProbeServer(ScanServer):

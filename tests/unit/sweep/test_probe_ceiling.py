@@ -12,11 +12,11 @@ import pytest
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import RecipeSpec
+from model_optimizer.search.scanrules import lowered_ceiling
 from model_optimizer.sweep.decide import choice_resolved, cut_range_unresolved
 from model_optimizer.sweep.fit import Window, fit_knee
 from model_optimizer.sweep.fitscan import cut_knee
 from model_optimizer.sweep.model import Point, SweepConfig
-from model_optimizer.sweep.probe import lowered_ceiling
 from tests.unit.sweep.test_probe_loop import mock_probe_sweep
 
 OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
