@@ -8,8 +8,9 @@ sustained confirmation launch per candidate (the chosen value, then
 :func:`~model_optimizer.sweep.strategy.fallback_candidates`). Only the measurement is
 simulated: a probe-scan level is a window on the one scan server, a relaunch is a server of
 its own. The report's warning is the loop's
-(:func:`~model_optimizer.sweep.decide.choice_resolved`: the measured noise above the plateau
-threshold, or a lowered scan ceiling that may hide the best).
+(:func:`~model_optimizer.sweep.decide.choice_resolved`: the noise unknown or above the
+plateau threshold, a sustained run below the search's figure, or a lowered scan ceiling that
+may hide the best).
 
 ``probe-fit`` is the fitted-knee strategy (:mod:`model_optimizer.simulate.fitted`).
 """
@@ -116,6 +117,8 @@ def choose_and_confirm(config: SweepConfig, history: list[Point],
                                                             {chosen.value})]):
         run = bench.confirm(candidate.value, CONFIRM_S)
         if run.passed:
-            return candidate.value, True, [{"ok": True, "shortfall": shortfall(
-                candidate, run.figures, "qps")}]
+            return candidate.value, True, [{"ok": True, "value": candidate.value,
+                                            "figures": run.figures,
+                                            "shortfall": shortfall(candidate, run.figures,
+                                                                   "qps")}]
     return None, False, []

@@ -27,8 +27,10 @@ picks again; when the pooled windows then lead with a value that was never re-me
 more than once is the **measured noise** the summary reports.
 
 A choice is **resolved** (:func:`choice_resolved`, the summary's ``resolved``) when the
-fitted knee says so, or, for the growth strategies, when the measured noise is within the
-threshold and no lowered scan ceiling hides a better value (:func:`cut_range_unresolved`).
+fitted knee says so, or, for the growth strategies, when the noise is known and within the
+threshold (measured on repeated values, or, where none was repeated, on the chosen value's
+windows and its sustained run: :func:`choice_noise`) and no lowered scan ceiling hides a
+better value (:func:`cut_range_unresolved`).
 """
 
 from __future__ import annotations
@@ -206,20 +208,61 @@ def cut_range_note(config: Any, points: Sequence[Any], failed: int | None) -> st
             "launches the values between)")
 
 
+def choice_noise(history: Sequence[Any], confirmations: Sequence[dict] = (),
+                 objective: str = "qps") -> dict | None:
+    """The noise a choice rests on: :func:`measured_noise` of the search, or, when it measured
+    no value twice (a relaunch sweep whose budget ran out first), the chosen value's windows
+    with its sustained run's ``objective`` (the last passed confirmation's figures), flagged
+    ``with_confirmation``; None when neither exists (the noise is unknown)."""
+    noise = measured_noise(history)
+    if noise is not None:
+        return noise
+    runs = [c for c in confirmations
+            if c.get("ok") and (c.get("figures") or {}).get(objective) is not None]
+    if not runs:
+        return None
+    chosen = next((p for p in pooled(history) if _key(p.value) == _key(runs[-1]["value"])),
+                  None)
+    if chosen is None:
+        return None
+    sustained = _copy(chosen)
+    sustained.metric_samples = [float(runs[-1]["figures"][objective])]
+    noise = measured_noise([chosen, sustained])
+    return None if noise is None else {**noise, "with_confirmation": True}
+
+
 def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
-                    failed: int | None, confirmations: Sequence[dict] = ()) -> bool:
+                    failed: int | None, confirmations: Sequence[dict] = (),
+                    objective: str = "qps") -> bool:
     """The sweep's own verdict on its choice (the summary's ``resolved``): the fitted knee's
-    verdict, else no measured noise above the threshold; never when a lowered scan ceiling
-    may hide a better value or the sustained run of the written value fell short of what
-    the search measured (:func:`shortfall`)."""
+    verdict, else a known noise (:func:`choice_noise`) within the threshold; never when a
+    lowered scan ceiling may hide a better value or the sustained run of the written value
+    fell short of what the search measured (:func:`shortfall`). Unknown noise is not a
+    small one: a choice nothing was measured twice for is not resolved."""
     if any(c.get("ok") and c.get("shortfall") for c in confirmations):
         return False
     if knee is not None:
         return bool(knee["resolved"])
-    noise = measured_noise(history)
-    if noise is not None and noise["cv"] > config.plateau_threshold:
+    noise = choice_noise(history, confirmations, objective)
+    if noise is None or noise["cv"] > config.plateau_threshold:
         return False
     return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
+
+
+def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict] = (),
+               objective: str = "qps") -> str:
+    """The choice's caveat when its noise (:func:`choice_noise`) is unknown or above the
+    plateau threshold (else empty): what the terminal and the reason say."""
+    noise = choice_noise(history, confirmations, objective)
+    if noise is None:
+        return ("; NOT RESOLVED: no value was measured twice and no sustained run read the "
+                "chosen value, so the noise is unknown (raise `sweep.max_launches` or "
+                "`sweep.remeasure_rounds`)")
+    if noise["cv"] <= config.plateau_threshold:
+        return ""
+    return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than the "
+            f"{config.plateau_threshold:.0%} plateau threshold (lengthen "
+            "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
 
 
 def shortfall(point: Any, figures: dict, objective: str) -> str:

@@ -44,6 +44,7 @@ from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
     cut_range_note,
     distinct,
+    noise_note,
     remeasure_plan,
     shortfall,
 )
@@ -362,6 +363,9 @@ class SweepRunner:
                               f"{candidate.value} confirmed instead")
                 if confirmation.get("shortfall"):
                     reason += f"; NOT RESOLVED: {confirmation['shortfall']}"
+                elif self.state.knee is None:
+                    reason += noise_note(cfg, history, self.state.confirmations,
+                                         self.state.objective)
                 return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate,
                                     reason, written, figures)
             rejected.add(candidate.value)

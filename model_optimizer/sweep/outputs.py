@@ -19,7 +19,7 @@ from model_optimizer.archive.report import fmt
 from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
-from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, measured_noise
+from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_noise, choice_resolved
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
                "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
@@ -65,9 +65,10 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "steps": rows, "stop": stop, "chosen": chosen.to_dict() if chosen else None,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
-               "noise": measured_noise(state.history),
+               "noise": choice_noise(state.history, state.confirmations, state.objective),
                "resolved": choice_resolved(state.config, state.history, state.knee,
-                                           state.ceiling_failed, state.confirmations),
+                                           state.ceiling_failed, state.confirmations,
+                                           state.objective),
                "ceiling_failed": state.ceiling_failed,
                "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
@@ -210,11 +211,16 @@ def noise_sentence(noise: dict | None, threshold: float) -> str:
     """The measured run-to-run noise in words, and a warning when it exceeds the plateau
     threshold (a difference the threshold calls real is then inside one window's noise)."""
     if not noise:
-        return ("no value was measured twice, so only the noise inside each window "
-                "(the ± intervals) is known")
+        return ("no value was measured twice and no sustained run read the chosen value, so "
+                "only the noise inside each window (the ± intervals) is known: **the choice "
+                "is not resolved** (raise `sweep.max_launches` or `sweep.remeasure_rounds`)")
     text = (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
             f"({noise['windows']} windows of {noise['values']} values, re-measured "
             "interleaved)")
+    if noise.get("with_confirmation"):
+        text = (f"coefficient of variation {noise['cv']:.1%} between the chosen value's "
+                f"{noise['windows'] - 1} search window(s) and its sustained run (no value "
+                "was re-measured)")
     if noise["cv"] <= threshold:
         return text
     return (f"{text}. **This is more than the plateau threshold ({threshold:.0%}): one "

@@ -40,7 +40,9 @@ def test_a_sustained_run_wholly_below_the_search_leaves_the_choice_not_resolved(
     text = shortfall(chosen, CONFIRMED_AT_1, "qps")
     assert "6.19" in text and "7.58..8.58" in text          # 8.08 +- 0.50
     assert not choice_resolved(CONFIG, RUN3, None, None, [{"ok": True, "shortfall": text}])
-    assert choice_resolved(CONFIG, RUN3, None, None, [{"ok": True, "shortfall": ""}])
+    held = {"ok": True, "value": 1, "figures": {"qps": 8.0, "qps_half_width": 0.5},
+            "shortfall": ""}
+    assert choice_resolved(CONFIG, RUN3, None, None, [held])
     assert shortfall(chosen, {"qps": 7.9, "qps_half_width": 0.5}, "qps") == ""  # overlaps
     assert shortfall(chosen, {"qps": 6.19}, "qps") == ""     # no interval: no evidence
     assert shortfall(chosen, CONFIRMED_AT_1, "goodput_qps") == ""

@@ -41,9 +41,10 @@ def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
     assert cut_range_unresolved(rising, 32, 64, 0.05)
     assert not cut_range_unresolved(rising, 32, None, 0.05)      # nothing was cut
     assert not cut_range_unresolved(flat, 32, 64, 0.05)
-    assert not choice_resolved(config, rising, None, 64)
-    assert choice_resolved(config, rising, None, None)
-    assert choice_resolved(config, flat, None, 64)
+    held = [{"ok": True, "value": 32, "figures": {"qps": 99.0}}]  # the noise known: 0.7%
+    assert not choice_resolved(config, rising, None, 64, held)
+    assert choice_resolved(config, rising, None, None, held)
+    assert choice_resolved(config, flat, None, 64, [{**held[0], "value": 16}])
     knee = {"resolved": True}
     assert choice_resolved(config, rising, knee, 64)             # the fit's verdict rules
 
