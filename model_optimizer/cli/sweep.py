@@ -116,8 +116,9 @@ def sweep(
              "relaunch: one launch per value; auto (the default, sweep.strategy): "
              "probe-scan where valid.")] = None,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="probe-fit: write nothing when the knee is not resolved at this "
-                         "noise (exit 4).")] = False,
+        "--strict", help="Write nothing when the choice is not resolved (the noise unknown "
+                         "or above the plateau threshold, the margin not shown, the fitted "
+                         "knee's band too wide, the sustained run short): exit 4.")] = False,
     output: RevisionOutputOption = None,
     model_config: ModelConfigOption = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "

@@ -40,6 +40,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from scipy.stats import t as student_t
+
 from model_optimizer.search.scanrules import Reading
 
 PHASE_REMEASURE = "remeasure"
@@ -156,8 +158,9 @@ def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> lis
     pooled windows then name a knee or a best that was never re-measured (a re-measured
     value fell back and one measured once leads), one more round of the new top two, at most
     ``rounds`` such follow-ups: the choice rests on re-measured values where the budget
-    allows. Each round's pair is fixed by the history before its first window, so the plan
-    is the same after ``--resume``.
+    allows. Then, while the knee's margin is not shown (:func:`margin_shortfall`), at most
+    ``rounds`` more rounds of the pooled top two. Each round's pair is fixed by the history
+    before its first window, so the plan is the same after ``--resume``.
     """
     rounds = max(rounds, 0)
     order = top_candidates(threshold, history) * rounds
@@ -168,13 +171,70 @@ def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> lis
     start = remeasured[len(order) - 1] + 1
     for _ in range(rounds):
         pair = _unsettled_pair(threshold, history[:start])
+        if not pair:
+            break
         taken = [i for i in later if i >= start][:len(pair)]
         if len(taken) < len(pair):
             return pair[len(taken):]
+        start = taken[-1] + 1
+    for _ in range(rounds):
+        pair = [] if margin_shortfall(threshold, history[:start]) is None else \
+            top_candidates(threshold, history[:start], with_remeasured=True)
         if not pair:
             return []
+        taken = [i for i in later if i >= start][:len(pair)]
+        if len(taken) < len(pair):
+            return pair[len(taken):]
         start = taken[-1] + 1
     return []
+
+
+def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None
+                     ) -> float | None:
+    """How far the choice's margin falls short of being shown, or None when it is shown or
+    cannot be judged.
+
+    The knee ``value`` (default: the pooled knee, the smallest acceptable value within
+    ``threshold`` of the best) must be at least ``1 - 2 * threshold`` (0.90 at 5%: the share
+    below which a choice counts as wrong) of the best **re-measured** value at one-sided 95%
+    confidence: ``mean(K) / mean(B) - q * cv * sqrt(1/nK + 1/nB) >= 1 - 2t``, where ``q`` is
+    Student's t quantile at the degrees of freedom of the measured noise ``cv``. Values are
+    read from their re-measured windows only, two or more each (else the margin is not shown:
+    ``inf``): the window that made a value the knee or the best was selected for reading
+    high, so it would vouch for itself (at a measured noise of zero, every window counts).
+    Returns the bound's shortfall (> 0) when it fails; None when the value is the pooled
+    best, or the noise is unknown or above the threshold (not resolved on their own account).
+    """
+    noise = measured_noise(history)
+    if noise is None or noise["cv"] > threshold:
+        return None
+    points = sorted((p for p in pooled(history)
+                     if p.acceptable and isinstance(p.value, (int, float))),
+                    key=lambda p: p.value)
+    if not points:
+        return None
+    best = max(points, key=lambda p: p.metric)   # the smallest of tied bests
+    if value is None:
+        value = next(p for p in points if p.metric >= (1 - threshold) * best.metric).value
+    if _key(value) == _key(best.value):
+        return None
+    exact = noise["cv"] == 0
+    judged = {_key(p.value): windows for p in points
+              if len(windows := _remeasured(history, p.value, exact)) >= (1 if exact else 2)}
+    knee = judged.get(_key(value))
+    if knee is None:
+        return math.inf
+    top = max(judged.values(), key=statistics.fmean)
+    spread = noise["cv"] * math.sqrt(1 / len(knee) + 1 / len(top))
+    quantile = float(student_t.ppf(0.95, max(noise["windows"] - noise["values"], 1)))
+    bound = statistics.fmean(knee) / statistics.fmean(top) - quantile * spread
+    return None if bound >= 1 - 2 * threshold else (1 - 2 * threshold) - bound
+
+
+def _remeasured(history: Sequence[Any], value: Any, every: bool = False) -> list[float]:
+    """The re-measured windows of ``value`` (acceptable ones; ``every``: all its windows)."""
+    return [x for p in history if _key(p.value) == _key(value) and p.acceptable
+            and (every or p.phase == PHASE_REMEASURE) for x in p.metric_samples]
 
 
 def _unsettled_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
@@ -246,23 +306,37 @@ def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
     noise = choice_noise(history, confirmations, objective)
     if noise is None or noise["cv"] > config.plateau_threshold:
         return False
+    if margin_shortfall(config.plateau_threshold, history, written(confirmations)) is not None:
+        return False
     return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
+
+
+def written(confirmations: Sequence[dict]) -> Any:
+    """The value the last passed confirmation wrote (None without one)."""
+    return next((c["value"] for c in reversed(confirmations) if c.get("ok")), None)
 
 
 def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict] = (),
                objective: str = "qps") -> str:
     """The choice's caveat when its noise (:func:`choice_noise`) is unknown or above the
-    plateau threshold (else empty): what the terminal and the reason say."""
+    plateau threshold, or its margin is not shown (:func:`margin_shortfall`); else empty:
+    what the terminal and the reason say."""
     noise = choice_noise(history, confirmations, objective)
     if noise is None:
         return ("; NOT RESOLVED: no value was measured twice and no sustained run read the "
                 "chosen value, so the noise is unknown (raise `sweep.max_launches` or "
                 "`sweep.remeasure_rounds`)")
-    if noise["cv"] <= config.plateau_threshold:
+    if noise["cv"] > config.plateau_threshold:
+        return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than "
+                f"the {config.plateau_threshold:.0%} plateau threshold (lengthen "
+                "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
+    short = margin_shortfall(config.plateau_threshold, history, written(confirmations))
+    if short is None:
         return ""
-    return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than the "
-            f"{config.plateau_threshold:.0%} plateau threshold (lengthen "
-            "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
+    return (f"; NOT RESOLVED: at the measured noise ({noise['cv']:.1%}) the windows do not "
+            f"show the choice at {1 - 2 * config.plateau_threshold:.0%} or more of the best "
+            f"(one-sided 95%; {short:.1%} short): raise `sweep.remeasure_rounds` or lengthen "
+            "`workload.duration_s`")
 
 
 def shortfall(point: Any, figures: dict, objective: str) -> str:
@@ -289,3 +363,9 @@ def distinct(points: Sequence[Any]) -> list[Any]:
     for point in points:
         first.setdefault(_key(point.value), point)
     return list(first.values())
+
+
+def quality_failures(figures: dict) -> str:
+    """The values that failed the quality gate, as the reason names them (empty if none)."""
+    return "; ".join(f"{value} failed the quality gate ({entry.get('reason')})"
+                     for value, entry in figures.items() if entry.get("failure") == "quality")

@@ -24,7 +24,7 @@ class SweepFlags:
     max: float | None = None
     values: tuple | None = None     # a categorical knob's values, in order
     strategy: str | None = None     # auto | relaunch | probe-scan | probe-fit
-    strict: bool = False            # probe-fit: write nothing when the knee is not resolved
+    strict: bool = False            # write nothing when the choice is not resolved
 
     def config_keys(self) -> dict:
         """The sweep-section keys given (not None): those the config takes from the flags."""

@@ -42,9 +42,11 @@ from model_optimizer.search.session import (
 )
 from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
+    choice_resolved,
     cut_range_note,
     distinct,
     noise_note,
+    quality_failures,
     remeasure_plan,
     shortfall,
 )
@@ -59,12 +61,7 @@ from model_optimizer.sweep.fitscan import (
 from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objective
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
-from model_optimizer.sweep.probe import (
-    SCANNING,
-    ProbeServer,
-    resolve_strategy,
-    scan_ceiling,
-)
+from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
@@ -96,7 +93,7 @@ class SweepState(SearchState):
     scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
     ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
     knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
-    strict: bool = False                # refuse to write a knee that is not resolved
+    strict: bool = False                # refuse to write a choice that is not resolved
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -342,8 +339,8 @@ class SweepRunner:
         archive = self.session.archive
         chosen, reason = fitted_choice(self.state.knee, history) if self.state.knee \
             else choose(cfg, history)
-        if self._quality_failures():
-            reason = f"{reason}; {self._quality_failures()}"
+        if quality_failures(self.state.figures):
+            reason = f"{reason}; {quality_failures(self.state.figures)}"
         if self.state.knee is None:
             reason += cut_range_note(cfg, history, self.state.ceiling_failed)
         rejected: set = {c["value"] for c in self.state.confirmations if not c["ok"]}
@@ -357,27 +354,29 @@ class SweepRunner:
             if confirmation["ok"]:
                 figures = confirmation.get("figures") or self.state.figures.get(
                     str(candidate.value), {})
-                written = self._write(candidate, figures)
-                if candidate is not chosen:
-                    reason = (f"{reason}; {chosen.value} was rejected by the sustained run, "
-                              f"{candidate.value} confirmed instead")
-                if confirmation.get("shortfall"):
-                    reason += f"; NOT RESOLVED: {confirmation['shortfall']}"
-                elif self.state.knee is None:
-                    reason += noise_note(cfg, history, self.state.confirmations,
-                                         self.state.objective)
-                return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate,
-                                    reason, written, figures)
+                reason += self._confirmed_note(chosen, candidate, confirmation)
+                if self.state.strict and not choice_resolved(
+                        cfg, history, self.state.knee, self.state.ceiling_failed,
+                        self.state.confirmations, self.state.objective):
+                    return SweepOutcome(failed_status("not_resolved"), archive.path,
+                                        archive.id, None, f"{reason}; --strict: nothing written")
+                return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate, reason,
+                                    self._write(candidate, figures), figures)
             rejected.add(candidate.value)
         why = reason if chosen is None else f"{reason}; every candidate failed confirmation"
         return SweepOutcome(failed_status("no_acceptable_value"), archive.path, archive.id,
                             None, why)
 
-    def _quality_failures(self) -> str:
-        failed = [f"{value} failed the quality gate ({figures.get('reason')})"
-                  for value, figures in self.state.figures.items()
-                  if figures.get("failure") == "quality"]
-        return "; ".join(failed)
+    def _confirmed_note(self, chosen: Point, candidate: Point, confirmation: dict) -> str:
+        """What the reason adds once ``candidate`` passed: a fallback, and NOT RESOLVED."""
+        note = "" if candidate is chosen else (f"; {chosen.value} was rejected by the "
+                                               f"sustained run, {candidate.value} confirmed "
+                                               "instead")
+        if confirmation.get("shortfall"):
+            return f"{note}; NOT RESOLVED: {confirmation['shortfall']}"
+        return note + ("" if self.state.knee else noise_note(
+            self.state.config, self.state.history, self.state.confirmations,
+            self.state.objective))
 
     def _confirm(self, candidate: Point) -> dict:
         done = [c for c in self.state.confirmations if c["value"] == candidate.value]

@@ -182,3 +182,23 @@ def test_summary_rows_carry_each_windows_own_figures(recipe, tmp_path):
         assert len({r["qps"] for r in rows}) == len(rows) >= 2
     state = json.loads((outcome.archive / "state.json").read_text())
     assert [r["qps"] for r in summary["steps"]] == [f["qps"] for f in state["step_figures"]]
+
+
+def test_a_choice_on_unknown_noise_is_not_resolved_and_strict_writes_nothing(recipe, tmp_path):
+    """Seven launches grow 1..64 and leave none to re-measure; no sustained run (0 s): the
+    noise is unknown. The revision is written with NOT RESOLVED in the reason, or, with
+    --strict, nothing is written (exit 4)."""
+    sets = ["sweep.confirm_duration_s=0", "workload.concurrency=null",
+            "sweep.max_launches=7", "sweep.strategy=relaunch"]
+    outcome = start_sweep(load_recipe(recipe, sets), tmp_path / "runs",
+                          flags=SweepFlags(start=1), output=tmp_path / "a.yaml",
+                          measure=FakeMeasure())
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    assert outcome.written == tmp_path / "a.yaml" and summary["resolved"] is False
+    assert "NOT RESOLVED" in outcome.reason and "noise is unknown" in outcome.reason
+    strict = start_sweep(load_recipe(recipe, sets), tmp_path / "runs",
+                         flags=SweepFlags(start=1, strict=True), output=tmp_path / "b.yaml",
+                         measure=FakeMeasure())
+    assert strict.exit_code == 4 and strict.written is None
+    assert not (tmp_path / "b.yaml").exists() and "--strict: nothing written" in strict.reason
+    assert json.loads((strict.archive / "summary.json").read_text())["resolved"] is False
