@@ -7,6 +7,10 @@ core) or *placed* (what ``placement: auto`` does: API server, engine core and cl
 core vLLM reserves; vLLM's worker keeps its own OpenMP binding), switched between blocks with
 ``os.sched_setaffinity``. The block order alternates so slow drift falls on both sides.
 
+``--arms unplaced,auto,old-auto`` adds a third arm: ``auto`` as it was until 2026-12-03, the
+API server and vLLM's engine core on the reserved core (``auto`` now leaves the engine core
+floating, as the issue's own ``taskset`` experiment did).
+
 Per (concurrency, placement): the windows in time order, the median with a 95% bootstrap
 interval, and the coefficient of variation (CV) with a 95% bootstrap interval.
 ``--ld-preload LIB`` serves with that library preloaded (``engine.allow_code: [LD_PRELOAD]``),
@@ -76,23 +80,43 @@ def window(url: str, loaded, runs: Path, concurrency: int, placement: Placement 
     return float(outcome.metrics.get("qps") or 0.0)
 
 
+ARMS = ("unplaced", "auto", "old-auto")
+
+
+def place_arm(arm: str, server_pid: int, placed: Placement) -> None:
+    """``unplaced``: every core; ``auto``: what ``hardware.placement: auto`` does
+    (``place_server``: the API server on the reserved core, the engine core floating);
+    ``old-auto``: what it did until 2026-12-03 (the API server and the engine core, every
+    process but the worker, on the reserved core)."""
+    unplace(server_pid)
+    if arm == "auto":
+        place_server(placed, server_pid)
+    elif arm == "old-auto":
+        pin_threads(server_pid, placed.server)
+        for child in psutil.Process(server_pid).children(recursive=True):
+            if not is_worker(child):
+                pin_threads(child.pid, placed.server)
+
+
+def block_order(arms: list[str], blocks: int) -> list[str]:
+    """Blocks per arm in a mirrored order (A B C, C B A, ...) so drift falls on every arm."""
+    rounds = [arms if r % 2 == 0 else arms[::-1] for r in range(blocks)]
+    return [arm for one in rounds for arm in one]
+
+
 def measure(engine, loaded, runs: Path, args, placed: Placement) -> dict:
-    """Alternating blocks per concurrency; the windows of each placement."""
+    """Mirrored blocks per concurrency; the windows of each arm."""
     tokenizer = check_model_present(loaded)
     result: dict = {}
     for concurrency in args.concurrency:
-        series: dict[str, list[float]] = {"unplaced": [], "placed": []}
-        for block in range(2 * args.blocks):
-            mode = ("unplaced", "placed")[(block + block // 2) % 2]
-            if mode == "placed":
-                place_server(placed, engine.pid)
-            else:
-                unplace(engine.pid)
+        series: dict[str, list[float]] = {arm: [] for arm in args.arms}
+        for block, arm in enumerate(block_order(args.arms, args.blocks)):
+            place_arm(arm, engine.pid, placed)
             for _ in range(args.windows):
                 qps = window(engine.base_url, loaded, runs, concurrency,
-                             placed if mode == "placed" else None, tokenizer)
-                series[mode].append(qps)
-                print(f"c={concurrency:<3} block {block} {mode:<8} {qps:7.2f} req/s "
+                             None if arm == "unplaced" else placed, tokenizer)
+                series[arm].append(qps)
+                print(f"c={concurrency:<3} block {block} {arm:<11} {qps:7.2f} req/s "
                       f"(load {os.getloadavg()[0]:.1f})", flush=True)
         result[concurrency] = series
     return result
@@ -118,8 +142,13 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3, help="windows per block")
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--ld-preload", default=None)
+    parser.add_argument("--arms", default="unplaced,auto",
+                        help=f"comma-separated, of {', '.join(ARMS)}")
     args = parser.parse_args()
     args.concurrency = [int(v) for v in args.concurrency.split(",")]
+    args.arms = [arm for arm in args.arms.split(",") if arm]
+    if not args.arms or set(args.arms) - set(ARMS):
+        parser.error(f"--arms takes {', '.join(ARMS)}")
     scratch = Path(tempfile.mkdtemp(prefix="mopt-quiet-"))
     sets = ["hardware.placement=none", f"engine.max_num_seqs={max(args.concurrency)}",
             f"workload.duration_s={args.duration}", "workload.num_requests=null",

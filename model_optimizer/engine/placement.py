@@ -10,16 +10,20 @@ is most of the window-to-window noise measured on 2 cores (docs/benchmarks/quiet
 
 ``hardware.placement`` decides (schema: ``schemas/recipe.v1.json``):
 
-- ``auto``: on ``cpu``, the API server, vLLM's engine core (its scheduler process) and the
-  client go on the last core (the one vLLM reserves for them); the worker keeps vLLM's own
-  OpenMP binding. On a GPU, the client goes on the last
-  core and the API server and engine core on the others. Nothing with fewer than 2 cores,
-  or for a CPU engine with ``tensor_parallel_size`` > 1 (vLLM reserves a core per rank).
+- ``auto``: on ``cpu``, the API server and the client go on the last core (the one vLLM
+  reserves); vLLM's engine core (its scheduler process) is left to float and the worker keeps
+  vLLM's own OpenMP binding. The engine core busy-waits on the worker: pinned beside the API
+  server and the client (``auto`` until 2026-12-03) it took that core's time and cut
+  throughput 2.7-8x at 16-64 in flight (docs/benchmarks/quiet-test-bed.md). On a GPU, the
+  client goes on the last core and the API server and engine core on the others. Nothing
+  with fewer than 2 cores, or for a CPU engine with ``tensor_parallel_size`` > 1 (vLLM
+  reserves a core per rank).
 - ``none``: nothing is placed.
 - explicit lists ``{engine, server, client}``: the engine's cores go to vLLM as
-  ``VLLM_CPU_OMP_THREADS_BIND`` on ``cpu`` and are set on the engine core process(es) on a
-  GPU; the server's on every thread of the API server once it answers ``/health`` (set
-  before, the engine core would inherit them and vLLM's auto binding would see only them);
+  ``VLLM_CPU_OMP_THREADS_BIND`` on ``cpu`` and are set on the engine core process(es) and
+  workers on a GPU; the server's on every thread of the API server once it answers
+  ``/health`` (set before, the engine core would inherit them and vLLM's auto binding would
+  see only them; on ``cpu`` the engine core is not placed);
   the client's on mopt's own threads while it measures (restored afterwards).
 
 Affinity is set with ``os.sched_setaffinity`` on every thread (Linux affinity is per
@@ -137,7 +141,8 @@ def _auto_cpu(spec: RecipeSpec, cores: tuple[int, ...], env: Mapping[str, object
         return Placement("auto", note=f"{RESERVED_ENV}={reserved}: no core reserved")
     spare = cores[-reserved:]
     return Placement("auto", cores[:-reserved], spare, spare,
-                     note="engine: vLLM's own binding, which reserves the server's cores")
+                     note="engine: vLLM's own binding, which reserves the server's cores; "
+                     "the engine core floats")
 
 
 def _auto_gpu(cores: tuple[int, ...]) -> Placement:
@@ -174,18 +179,16 @@ def place_server(placement: Placement, server_pid: int) -> dict[str, list[int]]:
 
     The API server gets the server's cores. Its descendants (vLLM's ``EngineCore``
     scheduler, its workers) get the engine's cores where mopt places the engine (GPU);
-    otherwise every descendant but the workers gets the server's cores: on ``cpu`` vLLM
-    reserves that core for the engine core's scheduler and binds the worker itself.
+    otherwise they are left alone: on ``cpu`` vLLM binds the worker itself, and the engine
+    core, which busy-waits on the worker, floats (pinned to the server's core it starved the
+    API server and the client).
     """
     try:
-        children = psutil.Process(server_pid).children(recursive=True)
         if placement.server:
             pin_threads(server_pid, placement.server)
-        for child in children:
-            if placement.pin_engine and placement.engine:
+        if placement.pin_engine and placement.engine:
+            for child in psutil.Process(server_pid).children(recursive=True):
                 pin_threads(child.pid, placement.engine)
-            elif placement.server and not is_worker(child):
-                pin_threads(child.pid, placement.server)
     except (OSError, psutil.Error) as exc:
         log.warning("could not place the server's processes: %s", exc)
     return affinities(server_pid)

@@ -2,9 +2,10 @@
 starts it (``hardware.placement: auto``), and nothing else: one launch for the module.
 
 - ``hardware.placement: auto``: vLLM binds its OpenMP worker process to the cores it does not
-  reserve; mopt puts the API server and the engine core (vLLM's scheduler) on the reserved
-  one once the server is ready. Read back with psutil, all must match the placement mopt
-  resolved and archived, and vLLM's own log must name the server's core as reserved.
+  reserve; mopt puts the API server on the reserved one once the server is ready and leaves
+  the engine core (vLLM's scheduler, which busy-waits on the worker) floating. Read back
+  with psutil, all must match the placement mopt resolved and archived, and vLLM's own log
+  must name the server's core as reserved.
 - `mopt bench --url` against it, with a tokenizer folder: the workload's exact lengths.
 - What mopt trusts from a server (issue 24, docs/security.md): `mopt bench --url` given the
   server's ``/v1`` URL with user info and a query (joined as ``/v1/completions?...``, never
@@ -67,7 +68,8 @@ def test_auto_placement_on_the_cpu_engine(served):
     core = [proc for title, proc in titles.items() if "::EngineCore" in title]
     workers = [proc for title, proc in titles.items() if "::Worker" in title]
     assert len(core) == 1 and len(workers) == 1, list(titles)
-    assert api.cpu_affinity() == core[0].cpu_affinity() == list(placement.server)
+    assert api.cpu_affinity() == list(placement.server)
+    assert core[0].cpu_affinity() == list(machine_cores())     # the engine core floats
     assert workers[0].cpu_affinity() == list(placement.engine)  # vLLM's OpenMP binding
     assert engine.placement_seen[f"{api.name()} {api.pid}"] == list(placement.server)
     reserved = re.search(r"reserved_cpus=\[([\d, ]*)\]", log.read_text())

@@ -197,3 +197,19 @@ def test_the_load_client_measures_on_its_cores(tmp_path, tiny_model_dir):
     assert os.sched_getaffinity(0) == before
     assert json.loads((outcome.archive / "run.json").read_text())["placement"]["client"] == [
         CORES[-1]]
+
+
+@two_cores
+def test_the_engine_core_is_left_to_float_on_the_cpu_engine(tmp_path, tiny_model_dir):
+    """vLLM's engine core busy-waits on its worker: pinned beside the API server and the
+    client it cut the tiny server's throughput 2.7-8x (docs/benchmarks/quiet-test-bed.md).
+    Only the API server is placed; its child (the mock's engine core) keeps every core."""
+    loaded = mock_recipe(tmp_path, tiny_model_dir, overrides=[
+        f"hardware.placement={{server: [{CORES[-1]}]}}"])
+    engine = plan_server(loaded, MockEngine(engine_core="group")).process(
+        tmp_path / "engine.log")
+    with engine:
+        engine.wait_ready()
+        children = psutil.Process(engine.pid).children(recursive=True)
+        assert children and psutil.Process(engine.pid).cpu_affinity() == [CORES[-1]]
+        assert all(child.cpu_affinity() == list(CORES) for child in children)
