@@ -169,24 +169,22 @@ def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> lis
         return order[len(remeasured):]
     later = remeasured[len(order):]
     start = remeasured[len(order) - 1] + 1
-    for _ in range(rounds):
-        pair = _unsettled_pair(threshold, history[:start])
-        if not pair:
-            break
-        taken = [i for i in later if i >= start][:len(pair)]
-        if len(taken) < len(pair):
-            return pair[len(taken):]
-        start = taken[-1] + 1
-    for _ in range(rounds):
-        pair = [] if margin_shortfall(threshold, history[:start]) is None else \
-            top_candidates(threshold, history[:start], with_remeasured=True)
-        if not pair:
-            return []
+    for pair_of in [_unsettled_pair] * rounds + [_margin_pair] * rounds:
+        pair = pair_of(threshold, history[:start])
+        if not pair:          # the same history gives the same empty pair: next stage
+            continue
         taken = [i for i in later if i >= start][:len(pair)]
         if len(taken) < len(pair):
             return pair[len(taken):]
         start = taken[-1] + 1
     return []
+
+
+def _margin_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
+    """The pooled top two while the knee's margin is not shown; else nothing."""
+    if margin_shortfall(threshold, history) is None:
+        return []
+    return top_candidates(threshold, history, with_remeasured=True)
 
 
 def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None
