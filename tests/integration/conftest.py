@@ -25,14 +25,15 @@ MOPT = [sys.executable, "-m", "model_optimizer"]
 
 TEST_MARK = "MOPT_TEST_RUN_ID"
 
-#: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile``),
-#: longest first so that the short ones fill the gaps at the end: quality trains the tiny
-#: model on first use (about 3.5 minutes on one core), so it goes first; optimize needs that
-#: model too and comes third, after apply, so that it does not wait for the training. Modules
-#: not listed follow, by name.
-FIRST = ("test_quality", "test_apply", "test_optimize", "test_workloads", "test_probe_scan",
-         "test_tune_scan", "test_sweep", "test_quantize", "test_probe_fit", "test_kill_orphans",
-         "test_served", "test_plan_moe_capacity", "test_signals", "test_capacity")
+#: The order CI hands the integration modules to its workers (``-n 4 --dist loadfile``),
+#: longest first (by the durations of a clean-clone run) so that the short ones fill the gaps
+#: at the end. Quality and optimize need the trained tiny model: CI builds it before this
+#: tier (.ci/run); without that head start quality's fixture trains it (about 3.5 minutes on
+#: one core) and optimize waits on its lock. Modules not listed follow, by name.
+FIRST = ("test_quality", "test_optimize", "test_apply", "test_tune_scan", "test_probe_scan",
+         "test_probe_fit", "test_workloads", "test_kill_orphans", "test_plan_moe_capacity",
+         "test_quantize", "test_served", "test_capacity", "test_tune", "test_signals",
+         "test_sweep")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
