@@ -181,52 +181,94 @@ def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> lis
 
 
 def _margin_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
-    """The pooled top two while the knee's margin is not shown; else nothing."""
-    if margin_shortfall(threshold, history) is None:
+    """The knee and its strongest challenger while the knee's margin is not shown; else
+    nothing (the pair whose next windows narrow the failing bound most)."""
+    short, challenger = _weakest_margin(threshold, history)
+    if short is None:
         return []
-    return top_candidates(threshold, history, with_remeasured=True)
+    if challenger is None:   # the knee lacks re-measured windows: the pooled top two
+        return top_candidates(threshold, history, with_remeasured=True)
+    return [_knee_value(threshold, history), challenger]
 
 
-def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None
-                     ) -> float | None:
+def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None,
+                     noise: dict | None = None) -> float | None:
     """How far the choice's margin falls short of being shown, or None when it is shown or
     cannot be judged.
 
     The knee ``value`` (default: the pooled knee, the smallest acceptable value within
     ``threshold`` of the best) must be at least ``1 - 2 * threshold`` (0.90 at 5%: the share
-    below which a choice counts as wrong) of the best **re-measured** value at one-sided 95%
-    confidence: ``mean(K) / mean(B) - q * cv * sqrt(1/nK + 1/nB) >= 1 - 2t``, where ``q`` is
-    Student's t quantile at the degrees of freedom of the measured noise ``cv``. Values are
-    read from their re-measured windows only, two or more each (else the margin is not shown:
-    ``inf``): the window that made a value the knee or the best was selected for reading
-    high, so it would vouch for itself (at a measured noise of zero, every window counts).
-    Returns the bound's shortfall (> 0) when it fails; None when the value is the pooled
-    best, or the noise is unknown or above the threshold (not resolved on their own account).
+    below which a choice counts as wrong) of **every other** measured value, each at
+    one-sided 95% confidence: ``mean(K) / mean(V) - q * cv * sqrt(1/nK + 1/nV) >= 1 - 2t``,
+    where ``q`` is Student's t quantile at the degrees of freedom of the noise ``cv``. Any of
+    them may be the true best: the top of a monotone curve measured once and read low, or a
+    neighbour of a best that read high; the choice must hold against each (so no correction
+    for the number of comparisons is due). The knee is read from its re-measured windows
+    only, two or more (else the margin is not shown: ``inf``): the window that made it the
+    knee was selected for reading high, so it would vouch for itself. Another value is read
+    from its re-measured windows when it has two, else from all of its windows, with the
+    width so few windows earn. At a measured noise of zero every window counts. Returns the
+    largest shortfall (> 0); None when the noise is unknown or above the threshold (not
+    resolved on their own account). ``noise``: the noise the choice rests on
+    (:func:`choice_noise`; default the search's :func:`measured_noise`).
     """
-    noise = measured_noise(history)
+    return _weakest_margin(threshold, history, value, noise)[0]
+
+
+def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
+                    noise: dict | None = None) -> tuple[float | None, Any]:
+    """(:func:`margin_shortfall`, the value whose bound falls shortest, or None)."""
+    noise = noise or measured_noise(history)
     if noise is None or noise["cv"] > threshold:
-        return None
+        return None, None
+    points = [p for p in pooled(history) if p.acceptable and isinstance(p.value, (int, float))]
+    if not points:
+        return None, None
+    value = _knee_value(threshold, history) if value is None else value
+    knee = next((p for p in points if _key(p.value) == _key(value)), None)
+    if knee is None:
+        return math.inf, None
+    exact = noise["cv"] == 0
+    named = 0 if exact else _named_at(threshold, history, value)
+    own = _remeasured([p for i, p in enumerate(history) if i != named - 1], value, exact)
+    if len(own) < (1 if exact else 2):
+        return math.inf, None
+    quantile = float(student_t.ppf(0.95, max(noise["windows"] - noise["values"], 1)))
+    worst: tuple[float, Any] = (-math.inf, None)
+    for point in points:
+        if point is knee:
+            continue
+        theirs = _remeasured(history, point.value, exact)
+        theirs = theirs if len(theirs) >= 2 else _remeasured(history, point.value, True)
+        spread = noise["cv"] * math.sqrt(1 / len(own) + 1 / len(theirs))
+        bound = statistics.fmean(own) / statistics.fmean(theirs) - quantile * spread
+        worst = max(worst, ((1 - 2 * threshold) - bound, point.value), key=lambda w: w[0])
+    return (worst[0], worst[1]) if worst[0] > 0 else (None, None)
+
+
+def _knee_value(threshold: float, history: Sequence[Any]) -> Any:
+    """The pooled knee: the smallest acceptable value within ``threshold`` of the best (None
+    before any acceptable value)."""
     points = sorted((p for p in pooled(history)
                      if p.acceptable and isinstance(p.value, (int, float))),
                     key=lambda p: p.value)
     if not points:
         return None
-    best = max(points, key=lambda p: p.metric)   # the smallest of tied bests
-    if value is None:
-        value = next(p for p in points if p.metric >= (1 - threshold) * best.metric).value
-    if _key(value) == _key(best.value):
-        return None
-    exact = noise["cv"] == 0
-    judged = {_key(p.value): windows for p in points
-              if len(windows := _remeasured(history, p.value, exact)) >= (1 if exact else 2)}
-    knee = judged.get(_key(value))
-    if knee is None:
-        return math.inf
-    top = max(judged.values(), key=statistics.fmean)
-    spread = noise["cv"] * math.sqrt(1 / len(knee) + 1 / len(top))
-    quantile = float(student_t.ppf(0.95, max(noise["windows"] - noise["values"], 1)))
-    bound = statistics.fmean(knee) / statistics.fmean(top) - quantile * spread
-    return None if bound >= 1 - 2 * threshold else (1 - 2 * threshold) - bound
+    best = max(p.metric for p in points)
+    return next(p for p in points if p.metric >= (1 - threshold) * best).value
+
+
+def _named_at(threshold: float, history: Sequence[Any], value: Any) -> int:
+    """1 + the index of ``value``'s own window that last made it the pooled knee (0 when it is
+    not the knee now, or another value's window made it the knee). That window was selected
+    for reading high (a knee named by a re-measured window: the winner's curse), so it does
+    not vouch for the choice."""
+    if _key(_knee_value(threshold, history)) != _key(value):
+        return 0
+    start = len(history)
+    while start > 0 and _key(_knee_value(threshold, history[:start - 1])) == _key(value):
+        start -= 1
+    return start if start and _key(history[start - 1].value) == _key(value) else 0
 
 
 def _remeasured(history: Sequence[Any], value: Any, every: bool = False) -> list[float]:
@@ -304,7 +346,8 @@ def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
     noise = choice_noise(history, confirmations, objective)
     if noise is None or noise["cv"] > config.plateau_threshold:
         return False
-    if margin_shortfall(config.plateau_threshold, history, written(confirmations)) is not None:
+    if margin_shortfall(config.plateau_threshold, history, written(confirmations),
+                        noise) is not None:
         return False
     return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
 
@@ -328,7 +371,7 @@ def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict
         return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than "
                 f"the {config.plateau_threshold:.0%} plateau threshold (lengthen "
                 "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
-    short = margin_shortfall(config.plateau_threshold, history, written(confirmations))
+    short = margin_shortfall(config.plateau_threshold, history, written(confirmations), noise)
     if short is None:
         return ""
     return (f"; NOT RESOLVED: at the measured noise ({noise['cv']:.1%}) the windows do not "

@@ -13,7 +13,7 @@ import pytest
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import RecipeSpec
 from model_optimizer.search.scanrules import lowered_ceiling
-from model_optimizer.sweep.decide import choice_resolved, cut_range_unresolved
+from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, cut_range_unresolved
 from model_optimizer.sweep.fit import Window, fit_knee
 from model_optimizer.sweep.fitscan import cut_knee
 from model_optimizer.sweep.model import Point, SweepConfig
@@ -34,6 +34,10 @@ def point(value: int, qps: float) -> Point:
     return Point(value, "grow", "ok", [qps], slo_met=True)
 
 
+def remeasured(value: int, *qps: float) -> list[Point]:
+    return [Point(value, PHASE_REMEASURE, "ok", [q], slo_met=True) for q in qps]
+
+
 def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
     config = SweepConfig("max_num_seqs", 1, max=32, plateau_threshold=0.05)
     rising = [point(8, 50.0), point(16, 80.0), point(32, 100.0)]
@@ -41,10 +45,13 @@ def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
     assert cut_range_unresolved(rising, 32, 64, 0.05)
     assert not cut_range_unresolved(rising, 32, None, 0.05)      # nothing was cut
     assert not cut_range_unresolved(flat, 32, 64, 0.05)
-    held = [{"ok": True, "value": 32, "figures": {"qps": 99.0}}]  # the noise known: 0.7%
-    assert not choice_resolved(config, rising, None, 64, held)
-    assert choice_resolved(config, rising, None, None, held)
-    assert choice_resolved(config, flat, None, 64, [{**held[0], "value": 16}])
+    held = [{"ok": True, "value": 32, "figures": {"qps": 99.0}}]
+    # the choice re-measured twice (a 0.5% noise, its margin shown): only the cut is left
+    shown = rising + remeasured(32, 100.5, 99.5)
+    assert not choice_resolved(config, shown, None, 64, held)
+    assert choice_resolved(config, shown, None, None, held)
+    assert choice_resolved(config, flat + remeasured(16, 100.5, 99.5), None, 64,
+                           [{**held[0], "value": 16}])
     knee = {"resolved": True}
     assert choice_resolved(config, rising, knee, 64)             # the fit's verdict rules
 
