@@ -55,6 +55,9 @@ def goals(rows: list[Row]) -> list[str]:
          all(r.confidently_wrong == 0 for r in default),
          _worst(default, "confidently_wrong", high=True)),
     ]
+    if not default:   # nothing to judge: a goal met by no cell is not met
+        return [f"- {name}: **NOT JUDGED** ({DEFAULT}, the strategy judged, was not run)"
+                for name, _, _ in checks]
     return [f"- {name}: **{'MET' if ok else 'MISSED'}** (worst cell: {worst})"
             for name, ok, worst in checks]
 

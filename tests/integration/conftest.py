@@ -25,7 +25,7 @@ MOPT = [sys.executable, "-m", "model_optimizer"]
 
 TEST_MARK = "MOPT_TEST_RUN_ID"
 
-#: The order CI hands the integration modules to its workers (``-n 4 --dist loadfile``),
+#: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile``),
 #: longest first (by the durations of a clean-clone run) so that the short ones fill the gaps
 #: at the end. Quality and optimize need the trained tiny model: CI builds it before this
 #: tier (.ci/run); without that head start quality's fixture trains it (about 3.5 minutes on

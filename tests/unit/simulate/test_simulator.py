@@ -1,10 +1,13 @@
 """The search simulator: known answers at zero noise, seeded repeatability, the judge's counts."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from model_optimizer.simulate.bench import REGIMES, Bench, Noise
 from model_optimizer.simulate.drive import CONFIRM_S, Outcome, run_search
-from model_optimizer.simulate.table import summarise
+from model_optimizer.simulate.table import Row, summarise
 from model_optimizer.simulate.truth import cpu_step_time, curves, gpu_step_time
 from model_optimizer.sweep.model import relative_grid
 
@@ -92,3 +95,17 @@ def test_confidently_wrong_is_a_validated_miss_without_a_warning():
     row = summarise(shape, "cv0", "x", outcomes)
     assert row.confidently_wrong == 0.25 and row.not_resolved == 0.5
     assert row.at_least_90 == 0.25 and row.within_knee == 0.75
+
+
+def test_the_goals_are_not_met_by_a_table_without_the_judged_strategy():
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "search_sim.py"
+    spec = importlib.util.spec_from_file_location("search_sim", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    row = Row("monotone", "cv5", "probe-scan", 300, 0.9, 0.96, 0.4, 0.95, 0.7, 2, 2, 18, 8.0,
+              0.6, 0.01)
+    assert all("NOT JUDGED" in line for line in module.goals([row]))
+    judged = Row(*(list(vars(row).values())[:2] + [module.DEFAULT] +
+                   list(vars(row).values())[3:]))
+    assert all("MET" in line or "MISSED" in line for line in module.goals([judged]))
+    assert "MISSED" in module.goals([judged])[-1]        # 1% confidently wrong
