@@ -374,9 +374,14 @@ def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict
     short = margin_shortfall(config.plateau_threshold, history, written(confirmations), noise)
     if short is None:
         return ""
+    share = f"{1 - 2 * config.plateau_threshold:.0%}"
+    if math.isinf(short):   # fewer than two windows of the choice beyond the one naming it
+        return (f"; NOT RESOLVED: the windows do not show the choice at {share} or more of "
+                "every other value: it was re-measured fewer than twice (raise "
+                "`sweep.max_launches` or `sweep.remeasure_rounds`)")
     return (f"; NOT RESOLVED: at the measured noise ({noise['cv']:.1%}) the windows do not "
-            f"show the choice at {1 - 2 * config.plateau_threshold:.0%} or more of the best "
-            f"(one-sided 95%; {short:.1%} short): raise `sweep.remeasure_rounds` or lengthen "
+            f"show the choice at {share} or more of every other value (one-sided 95%; "
+            f"{short:.1%} short): raise `sweep.remeasure_rounds` or lengthen "
             "`workload.duration_s`")
 
 

@@ -60,6 +60,8 @@ def test_fewer_than_two_re_measured_windows_show_no_margin():
     assert margin_shortfall(0.05, history) == math.inf
     written = [{"ok": True, "value": 24, "figures": {"qps": 96.0}}]
     assert not choice_resolved(CONFIG, history, None, None, written)
+    note = noise_note(CONFIG, history, written)        # says why, not "inf% short"
+    assert "re-measured fewer than twice" in note and "inf" not in note
 
 
 def test_the_best_holds_against_every_other_value_and_noise_above_the_threshold_is_elsewhere():
