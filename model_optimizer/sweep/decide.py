@@ -141,7 +141,7 @@ def top_candidates(threshold: float, history: Sequence[Any], *,
     if len(points) < 2:
         return []
     best = max(points, key=lambda p: p.metric)
-    knee = next(p for p in points if p.metric >= (1 - threshold) * best.metric)
+    knee = _knee_of(points, threshold)
     if knee.value != best.value:
         return [knee.value, best.value]
     below = [p for p in points if p.value < best.value]
@@ -247,15 +247,18 @@ def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
 
 
 def _knee_value(threshold: float, history: Sequence[Any]) -> Any:
-    """The pooled knee: the smallest acceptable value within ``threshold`` of the best (None
-    before any acceptable value)."""
+    """The pooled knee's value (None before any acceptable value)."""
     points = sorted((p for p in pooled(history)
                      if p.acceptable and isinstance(p.value, (int, float))),
                     key=lambda p: p.value)
-    if not points:
-        return None
+    return _knee_of(points, threshold).value if points else None
+
+
+def _knee_of(points: Sequence[Any], threshold: float) -> Any:
+    """The knee of ``points`` (acceptable, sorted by value): the smallest within
+    ``threshold`` of the best."""
     best = max(p.metric for p in points)
-    return next(p for p in points if p.metric >= (1 - threshold) * best).value
+    return next(p for p in points if p.metric >= (1 - threshold) * best)
 
 
 def _named_at(threshold: float, history: Sequence[Any], value: Any) -> int:
