@@ -38,13 +38,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
-
-from scipy.stats import t as student_t
 
 from model_optimizer.search.scanrules import Reading
 
 PHASE_REMEASURE = "remeasure"
+
+
+@cache
+def _t95(dof: int) -> float:
+    """Student's t one-sided 95% quantile; scipy.stats is imported on first use (0.9 s,
+    most of every `mopt` command's start-up, tab completion included)."""
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(0.95, dof))
 
 
 def interval(point: Any) -> tuple[float, float] | None:
@@ -233,7 +241,7 @@ def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
     own = _remeasured([p for i, p in enumerate(history) if i != named - 1], value, exact)
     if len(own) < (1 if exact else 2):
         return math.inf, None
-    quantile = float(student_t.ppf(0.95, max(noise["windows"] - noise["values"], 1)))
+    quantile = _t95(max(noise["windows"] - noise["values"], 1))
     worst: tuple[float, Any] = (-math.inf, None)
     for point in points:
         if point is knee:
