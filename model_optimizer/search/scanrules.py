@@ -11,12 +11,17 @@ the scan ceiling after a launch failed for memory, and when one reading lies bel
 - :class:`Reading`: a figure with its 95% interval; ``a.below(b)`` when the intervals are
   disjoint with ``a`` under ``b`` (the same test the tune's scan stops at as a regression,
   and its confirmation checks a confirming run against the scan figure with).
+- :func:`pooled_cv`: the noise of a search, the coefficient of variation pooled over the
+  configurations it measured more than once (the sweep's re-measured values, the tune's
+  levels scanned by several trials and its confirming launches); a choice made at a noise
+  above the plateau threshold is not resolved, in both.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from model_optimizer.engine.classify import MEMORY_CLASSES
@@ -80,3 +85,24 @@ class Reading:
         if not self.half_width:
             return f"{self.value:.4g}"
         return f"{self.value:.4g} ± {self.half_width:.2g}"
+
+
+def pooled_cv(groups: Iterable[Sequence[float]]) -> dict | None:
+    """The coefficient of variation pooled over the groups of two or more readings (each
+    group one configuration's figures), weighted by their degrees of freedom, with the
+    number of groups (``values``) and readings (``windows``) behind it; None when no group
+    has two readings with a positive mean."""
+    squares = dof = 0.0
+    values = windows = 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        mean = statistics.fmean(group)
+        if mean <= 0:
+            continue
+        squares += statistics.variance(group) / mean ** 2 * (len(group) - 1)
+        dof += len(group) - 1
+        values, windows = values + 1, windows + len(group)
+    if not dof:
+        return None
+    return {"cv": math.sqrt(squares / dof), "values": values, "windows": windows}

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from model_optimizer.search.scanrules import Reading
+from model_optimizer.search.scanrules import Reading, pooled_cv
 
 PHASE_REMEASURE = "remeasure"
 
@@ -117,22 +117,9 @@ def _copy(point: Any) -> Any:
 
 def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
     """Pooled coefficient of variation of the values measured more than once, with the
-    number of values and windows behind it; None when no value was measured twice."""
-    repeated = [p for p in pooled(history) if len(p.metric_samples) >= 2 and p.metric]
-    if not repeated:
-        return None
-    squares = dof = 0.0
-    for point in repeated:
-        mean = statistics.fmean(point.metric_samples)
-        if mean <= 0:
-            continue
-        squares += statistics.variance(point.metric_samples) / mean ** 2 * (
-            len(point.metric_samples) - 1)
-        dof += len(point.metric_samples) - 1
-    if not dof:
-        return None
-    return {"cv": math.sqrt(squares / dof), "values": len(repeated),
-            "windows": sum(len(p.metric_samples) for p in repeated)}
+    number of values and windows behind it; None when no value was measured twice
+    (:func:`~model_optimizer.search.scanrules.pooled_cv` over the pooled values)."""
+    return pooled_cv(p.metric_samples for p in pooled(history) if p.metric)
 
 
 def top_candidates(threshold: float, history: Sequence[Any], *,

@@ -32,7 +32,7 @@ from model_optimizer.events import TuneConfirm, TuneConfirmed
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import objective_half_width, step_figures, variant
 from model_optimizer.search.scan import confirmation_problems
-from model_optimizer.search.scanrules import Reading
+from model_optimizer.search.scanrules import Reading, pooled_cv
 from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.space import overrides_for
 from model_optimizer.tune.trials import same_params
@@ -107,8 +107,47 @@ def confirm_best(host: ScanHost, ranked: list[FrozenTrial]) -> ConfirmVerdict:
     chosen, record = max(passed, key=lambda pair: _confirmed_value(pair[1], metric))
     notes += _side_by_side(passed, chosen, metric)
     runner_up = next((t.number for t, _ in passed if t is not chosen), None)
-    return ConfirmVerdict(chosen, record["figures"], tuple(notes),
-                          tuple(_shortfall(chosen, record, metric)), runner_up)
+    threshold = host.loaded.resolved["sweep"]["plateau_threshold"]
+    warnings = [*_shortfall(chosen, record, metric),
+                *_too_noisy(tune_noise(ranked, host.confirmations, metric), threshold)]
+    return ConfirmVerdict(chosen, record["figures"], tuple(notes), tuple(warnings),
+                          runner_up)
+
+
+def tune_noise(trials: list[FrozenTrial], confirmations: list[dict],
+               metric: str) -> dict | None:
+    """The noise of the tune's readings (:func:`pooled_cv`): each configuration's figures,
+    from the trials that measured it (a copied twin repeats its twin's figure: left out) and
+    the launches that confirmed it; None when no configuration was read twice."""
+    groups: list[tuple[dict, list[float]]] = []
+
+    def add(params: dict, value: float | None) -> None:
+        if value is None:
+            return
+        group = next((g for p, g in groups if same_params(p, params)), None)
+        if group is None:
+            groups.append((dict(params), group := []))
+        group.append(float(value))
+
+    for trial in trials:
+        if trial.values and "duplicate_of" not in trial.user_attrs:
+            add(trial.params, trial.values[0])
+    for record in confirmations:
+        if record.get("ok"):
+            reading = confirmed_reading(record, metric)
+            add(record["params"], reading.value if reading is not None else None)
+    return pooled_cv(group for _, group in groups)
+
+
+def _too_noisy(noise: dict | None, threshold: float) -> list[str]:
+    """The warning when the tune's measured noise is above the plateau threshold."""
+    if noise is None or noise["cv"] <= threshold:
+        return []
+    return [f"the noise measured on the {noise['values']} configurations read more than once "
+            f"({noise['windows']} readings) is a CV of {noise['cv']:.1%}, above the "
+            f"{threshold:.0%} plateau threshold: at this noise the best trial may be a lucky "
+            "window (tune again on a quieter machine, with longer windows or "
+            "tune.repeats > 1)"]
 
 
 def _distinct(ranked: list[FrozenTrial]) -> list[FrozenTrial]:
