@@ -62,6 +62,21 @@ def goals(rows: list[Row]) -> list[str]:
             for name, ok, worst in checks]
 
 
+def depths(rows: list[Row]) -> list[str]:
+    """Per strategy, how far below 0.90 its confidently wrong choices fell: the lowest
+    chosen / true best among them, and the cell."""
+    lines = []
+    for strategy in sorted({r.strategy for r in rows}):
+        wrong = [r for r in rows if r.strategy == strategy and r.confidently_wrong > 0]
+        if not wrong:
+            lines.append(f"- {strategy}: never confidently wrong")
+            continue
+        row = min(wrong, key=lambda r: r.wrong_depth)
+        lines.append(f"- {strategy}: confidently wrong in {len(wrong)} cells, at worst "
+                     f"{row.wrong_depth:.3f} of the true best ({row.curve} at {row.noise})")
+    return lines
+
+
 def _worst(rows: list[Row], field: str, *, high: bool = False) -> str:
     if not rows:
         return "no cell"
@@ -137,6 +152,9 @@ def main() -> None:
             for strategy in args.strategies.split(","):
                 rows.append(simulate(shapes[name], REGIMES[noise], strategy, args.reps))
     print(markdown(rows))
+    print()
+    for line in depths(rows):
+        print(line)
     print()
     print("\n".join(goals(rows)))
     print(f"\n{len(rows)} cells x {args.reps} repetitions in "

@@ -4,7 +4,8 @@ Per (curve, noise, strategy), over seeded repetitions: chosen / true best (p5 an
 the share of repetitions at or above 0.97 and 0.90 of the true best, the share at most 1.25x
 the true knee, launches, windows and simulated wall time (medians), how often the report
 said "not resolved", and how often it was **confidently wrong**: a validated choice below
-0.90 of the true best without that warning.
+0.90 of the true best without that warning (and how far below: ``Row.wrong_depth``, the
+lowest chosen / true best among them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Row:
     wall_min: float
     not_resolved: float
     confidently_wrong: float
+    wrong_depth: float = float("nan")   # the lowest chosen/best of a confidently wrong choice
 
     def cells(self) -> list[str]:
         """The markdown cells, in :data:`HEADER` order."""
@@ -76,6 +78,8 @@ def summarise(curve: Curve, noise: str, strategy: str, outcomes: list[Outcome]) 
     near = [o.validated and o.chosen is not None and o.chosen <= 1.25 * knee
             for o in outcomes] if knee is not None else []
     wrong = [o.validated and not o.warned and curve.ratio(o.chosen) < 0.90 for o in outcomes]
+    depth = min((curve.ratio(o.chosen) for o, w in zip(outcomes, wrong, strict=True) if w),
+                default=float("nan"))
     count = len(outcomes)
     return Row(curve.name, noise, strategy, count, p5(ratios),
                statistics.median(ratios), sum(r >= 0.97 for r in ratios) / count,
@@ -85,7 +89,7 @@ def summarise(curve: Curve, noise: str, strategy: str, outcomes: list[Outcome]) 
                max(o.launches for o in outcomes),
                statistics.median(o.windows for o in outcomes),
                statistics.median(o.wall_s for o in outcomes) / 60.0,
-               sum(o.warned for o in outcomes) / count, sum(wrong) / count)
+               sum(o.warned for o in outcomes) / count, sum(wrong) / count, depth)
 
 
 def markdown(rows: list, header: list[str] = HEADER) -> str:

@@ -1,6 +1,7 @@
 """The search simulator: known answers at zero noise, seeded repeatability, the judge's counts."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,9 @@ def test_confidently_wrong_is_a_validated_miss_without_a_warning():
     row = summarise(shape, "cv0", "x", outcomes)
     assert row.confidently_wrong == 0.25 and row.not_resolved == 0.5
     assert row.at_least_90 == 0.25 and row.within_knee == 0.75
+    assert row.wrong_depth == shape.ratio(low)        # how far below 0.90 it fell
+    right = summarise(shape, "cv0", "x", outcomes[1:])
+    assert right.confidently_wrong == 0 and math.isnan(right.wrong_depth)
 
 
 def test_the_goals_are_not_met_by_a_table_without_the_judged_strategy():
