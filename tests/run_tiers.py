@@ -4,7 +4,7 @@
 
 The integration tier (real vLLM CPU servers, three modules at a time) leaves about a third
 of two cores idle: it waits on launches, windows and polls. The unit tier (about 400
-CPU-seconds) runs beside it, lower in priority (nice 10), and fills that idle time instead
+CPU-seconds) runs beside it, a little lower in priority, and fills that idle time instead
 of adding its 4-5 minutes before it (docs/benchmarks/ci-time.md). Each tier's lines are
 printed as they come, after its name; the exit code is the unit tier's when it failed,
 else the integration tier's (a tier that options such as ``-k`` leave without a test,
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest"]
 NO_TESTS = 5  # pytest's exit code when nothing was collected
 #: name, pytest arguments, niceness (the unit tier yields to the launches it runs beside)
-TIERS = (("unit", ["-m", "not integration", "-n", "2"], 10),
+TIERS = (("unit", ["-m", "not integration", "-n", "2"], 5),
          ("integration", ["-m", "integration", "-n", "3", "--dist", "loadfile"], 0))
 
 

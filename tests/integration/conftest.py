@@ -29,15 +29,14 @@ TEST_MARK = "MOPT_TEST_RUN_ID"
 #: longest first (by the durations of clean-clone runs) so that the short ones fill the gaps
 #: at the end. xdist gives each worker its next module while it runs one, so the first six
 #: are the three workers' first two each. Quality and optimize need the trained tiny model:
-#: CI builds it in the background from its first second (.ci/run), and they come after those
-#: six so that it is built by the time they start (run E of docs/benchmarks/ci-time.md:
-#: second on their workers, quality waited 895 s for it); without that head start quality's
-#: fixture trains it (about 3.5 minutes on one core) and optimize waits on its lock. Modules
-#: not listed follow, by name.
-FIRST = ("test_tune_scan", "test_apply", "test_probe_scan", "test_probe_fit", "test_kill_orphans",
-         "test_workloads", "test_optimize", "test_quality", "test_quantize", "test_served",
-         "test_capacity", "test_signals", "test_sweep", "test_plan_moe_capacity", "test_export",
-         "test_tune")
+#: CI builds it in the background from its first second (.ci/run), and they come second on
+#: their workers so that it is built by the time they start; without that head start
+#: quality's fixture trains it (about 3.5 minutes on one core) and optimize waits on its
+#: lock. Modules not listed follow, by name.
+FIRST = ("test_tune_scan", "test_apply", "test_probe_scan", "test_optimize", "test_quality",
+         "test_probe_fit", "test_workloads", "test_kill_orphans", "test_quantize",
+         "test_plan_moe_capacity", "test_served", "test_capacity", "test_tune", "test_signals",
+         "test_sweep", "test_export")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
