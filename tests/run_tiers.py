@@ -78,12 +78,6 @@ def main(extra: list[str]) -> int:
         relay.join()
     for (name, _, _), code in zip(TIERS, codes, strict=True):
         print(f"{name} tier: exit {code}" + (" (passed)" if code == 0 else ""))
-    return combined_exit(codes)
-
-
-def combined_exit(codes: list[int]) -> int:
-    """The first tier's failing exit code (the unit tier's first), else 0; a tier without a
-    test counts as passed when another tier ran tests."""
     if NO_TESTS in codes and set(codes) != {NO_TESTS}:
         codes = [0 if code == NO_TESTS else code for code in codes]
     return next((code for code in codes if code != 0), 0)
