@@ -26,17 +26,14 @@ MOPT = [sys.executable, "-m", "model_optimizer"]
 TEST_MARK = "MOPT_TEST_RUN_ID"
 
 #: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile``),
-#: longest first (by the durations of clean-clone runs) so that the short ones fill the gaps
-#: at the end. xdist gives each worker its next module while it runs one, so the first six
-#: are the three workers' first two each. Quality and optimize need the trained tiny model:
-#: CI builds it in the background from its first second (.ci/run), and they come second on
-#: their workers so that it is built by the time they start; without that head start
-#: quality's fixture trains it (about 3.5 minutes on one core) and optimize waits on its
-#: lock. Modules not listed follow, by name.
-FIRST = ("test_tune_scan", "test_apply", "test_probe_scan", "test_optimize", "test_quality",
-         "test_probe_fit", "test_workloads", "test_kill_orphans", "test_quantize",
-         "test_plan_moe_capacity", "test_served", "test_capacity", "test_tune", "test_signals",
-         "test_sweep", "test_export")
+#: longest first (by the durations of a clean-clone run) so that the short ones fill the gaps
+#: at the end. Quality and optimize need the trained tiny model: CI builds it before this
+#: tier (.ci/run); without that head start quality's fixture trains it (about 3.5 minutes on
+#: one core) and optimize waits on its lock. Modules not listed follow, by name.
+FIRST = ("test_quality", "test_optimize", "test_apply", "test_tune_scan", "test_probe_scan",
+         "test_probe_fit", "test_workloads", "test_kill_orphans", "test_plan_moe_capacity",
+         "test_quantize", "test_served", "test_capacity", "test_tune", "test_signals",
+         "test_sweep")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
