@@ -106,3 +106,9 @@ def pooled_cv(groups: Iterable[Sequence[float]]) -> dict | None:
     if not dof:
         return None
     return {"cv": math.sqrt(squares / dof), "values": values, "windows": windows}
+
+
+def noise_above(noise: dict | None, threshold: float) -> bool:
+    """True when a measured noise (:func:`pooled_cv`) is above the plateau ``threshold``:
+    a choice made at that noise is not resolved (sweep and tune alike)."""
+    return noise is not None and noise["cv"] > threshold

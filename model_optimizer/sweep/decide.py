@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from model_optimizer.search.scanrules import Reading, pooled_cv
+from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
 
 PHASE_REMEASURE = "remeasure"
 
@@ -214,7 +214,7 @@ def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
                     noise: dict | None = None) -> tuple[float | None, Any]:
     """(:func:`margin_shortfall`, the value whose bound falls shortest, or None)."""
     noise = noise or measured_noise(history)
-    if noise is None or noise["cv"] > threshold:
+    if noise is None or noise_above(noise, threshold):
         return None, None
     points = [p for p in pooled(history) if p.acceptable and isinstance(p.value, (int, float))]
     if not points:
@@ -342,7 +342,7 @@ def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
     if knee is not None:
         return bool(knee["resolved"])
     noise = choice_noise(history, confirmations, objective)
-    if noise is None or noise["cv"] > config.plateau_threshold:
+    if noise is None or noise_above(noise, config.plateau_threshold):
         return False
     if margin_shortfall(config.plateau_threshold, history, written(confirmations),
                         noise) is not None:
@@ -365,7 +365,7 @@ def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict
         return ("; NOT RESOLVED: no value was measured twice and no sustained run read the "
                 "chosen value, so the noise is unknown (raise `sweep.max_launches` or "
                 "`sweep.remeasure_rounds`)")
-    if noise["cv"] > config.plateau_threshold:
+    if noise_above(noise, config.plateau_threshold):
         return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than "
                 f"the {config.plateau_threshold:.0%} plateau threshold (lengthen "
                 "`workload.duration_s` or raise `sweep.remeasure_rounds`)")

@@ -19,6 +19,7 @@ from model_optimizer.archive.report import fmt
 from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
+from model_optimizer.search.scanrules import noise_above
 from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_noise, choice_resolved
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
@@ -221,7 +222,7 @@ def noise_sentence(noise: dict | None, threshold: float) -> str:
         text = (f"coefficient of variation {noise['cv']:.1%} between the chosen value's "
                 f"{noise['windows'] - 1} search window(s) and its sustained run (no value "
                 "was re-measured)")
-    if noise["cv"] <= threshold:
+    if not noise_above(noise, threshold):
         return text
     return (f"{text}. **This is more than the plateau threshold ({threshold:.0%}): one "
             "window cannot tell the chosen value from its neighbours, so the choice is not "

@@ -32,7 +32,7 @@ from model_optimizer.events import TuneConfirm, TuneConfirmed
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import objective_half_width, step_figures, variant
 from model_optimizer.search.scan import confirmation_problems
-from model_optimizer.search.scanrules import Reading, pooled_cv
+from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
 from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.space import overrides_for
 from model_optimizer.tune.trials import same_params
@@ -141,7 +141,7 @@ def tune_noise(trials: list[FrozenTrial], confirmations: list[dict],
 
 def _too_noisy(noise: dict | None, threshold: float) -> list[str]:
     """The warning when the tune's measured noise is above the plateau threshold."""
-    if noise is None or noise["cv"] <= threshold:
+    if not noise_above(noise, threshold):
         return []
     return [f"the noise measured on the {noise['values']} configurations read more than once "
             f"({noise['windows']} readings) is a CV of {noise['cv']:.1%}, above the "
