@@ -6,6 +6,9 @@ Needs only nvidia-ml-py, psutil and this package (vLLM is optional):
     python benchmarks/gpu_probe.py --require-gpu   # exits 2 when NVML is unavailable
     python benchmarks/gpu_probe.py --vllm     # also reports whether vLLM imports (placeholder)
     python benchmarks/gpu_probe.py --moe      # serve a small MoE: vLLM's KV capacity vs the plan
+    python benchmarks/gpu_probe.py --torch    # PyTorch + NVML checks (benchmarks/gpu_checks.py):
+                                              # thermals cold to warm, a classified CUDA OOM,
+                                              # copy bandwidth vs the plan, two processes, one card
 
 The MoE section builds a random-weight Mixtral-style model (8 experts, top-2, 4 layers; the
 tokenizer of models/tiny-llama) unless ``--moe-model DIR`` names one, serves it once with
@@ -38,12 +41,20 @@ except ImportError:  # run from a checkout without `pip install -e .`
 
 
 def vllm_report() -> dict[str, Any]:
-    """Placeholder for vLLM checks on a GPU machine: whether vLLM imports, and its version."""
+    """Whether vLLM imports, its version, and the torch it would run on."""
+    found: dict[str, Any] = {}
+    try:
+        import torch
+
+        found["torch"] = torch.__version__
+        found["cuda_available"] = bool(torch.cuda.is_available())
+    except Exception as error:  # noqa: BLE001 - no torch: say so
+        found["torch"] = f"not importable: {type(error).__name__}"
     try:
         import vllm
     except Exception as error:  # ImportError, or a broken CUDA/torch install
-        return {"importable": False, "error": f"{type(error).__name__}: {error}"}
-    return {"importable": True, "version": getattr(vllm, "__version__", None)}
+        return {**found, "importable": False, "error": f"{type(error).__name__}: {error}"}
+    return {**found, "importable": True, "version": getattr(vllm, "__version__", None)}
 
 
 def gpu_only_checks() -> list[dict[str, str]]:
@@ -201,8 +212,19 @@ def main(argv: list[str] | None = None) -> int:
                         "KV capacity with the plan's")
     parser.add_argument("--moe-model", type=Path, help="MoE model folder (default: build one)")
     parser.add_argument("--accelerator", default="H200", help="the plan's accelerator row")
+    parser.add_argument("--torch", action="store_true", help="PyTorch + NVML checks "
+                        "(benchmarks/gpu_checks.py); series written to $OUT when it is set")
     args = parser.parse_args(argv)
     report = probe_report(args.vllm)
+    report["thermals_now"] = NvmlProbe().thermals()
+    if args.torch:
+        from gpu_checks import run_all
+
+        out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
+        checks = run_all(out)
+        report["torch_checks"] = {name: {k: v for k, v in found.items()
+                                         if k not in ("series", "tflops")}
+                                  for name, found in checks.items()}
     if args.moe:
         report["moe_kv_capacity"] = moe_report(args.moe_model, args.accelerator)
     print(json.dumps(report, indent=2, default=str))

@@ -207,6 +207,35 @@ class NvmlProbe:
         result["gpu_proc_mem_bytes"] = sum(process_bytes) if process_bytes else None
         return result
 
+    def thermals(self) -> list[dict[str, Any]]:
+        """Per device: temperature (C), SM and memory clocks (MHz), power (W), GPU busy (%).
+
+        Empty without NVML; a field NVML cannot answer is None. A warm, steady card is what a
+        comparable measurement needs (docs/production.md: a cold card reads faster at first).
+        """
+        if not self._open():
+            return []
+        nvml = self._nvml
+        rows = []
+        for index, handle in self._handles:
+            temp = self._optional("nvmlDeviceGetTemperature", handle,
+                                  getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            sm_clock = self._optional("nvmlDeviceGetClockInfo", handle,
+                                      getattr(nvml, "NVML_CLOCK_SM", 1))
+            mem_clock = self._optional("nvmlDeviceGetClockInfo", handle,
+                                       getattr(nvml, "NVML_CLOCK_MEM", 2))
+            power_mw = self._optional("nvmlDeviceGetPowerUsage", handle)
+            util = self._optional("nvmlDeviceGetUtilizationRates", handle)
+            rows.append({
+                "index": index,
+                "temperature_c": int(temp) if temp is not None else None,
+                "sm_clock_mhz": int(sm_clock) if sm_clock is not None else None,
+                "mem_clock_mhz": int(mem_clock) if mem_clock is not None else None,
+                "power_w": round(power_mw / 1000.0, 1) if power_mw is not None else None,
+                "gpu_busy_pct": int(util.gpu) if util is not None else None,
+            })
+        return rows
+
     def _shutdown(self) -> None:
         """nvmlShutdown, ignoring errors."""
         self._optional("nvmlShutdown")

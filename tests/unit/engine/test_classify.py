@@ -26,6 +26,7 @@ LOGS = Path(__file__).parent / "logs"
     ("cpu-badvalue", 2, INVALID_CONFIG, "invalid choice: 'fp9'"),
     ("cpu-nomodel", 1, MODEL_NOT_FOUND, "Repo id must be in the form"),
     ("gpu-cuda-oom", 1, OOM, "CUDA out of memory"),
+    ("gpu-cuda-oom-h200-torch2.11", 1, OOM, "torch.OutOfMemoryError: CUDA out of memory"),
     ("gpu-no-cache-blocks", 1, OOM, "No available memory for the cache blocks"),
     ("gpu-free-memory", 1, OOM, "is less than desired GPU memory utilization"),
 ])

@@ -254,3 +254,37 @@ def test_hardware_label_names_the_gpus_else_the_cpu() -> None:
     assert hardware_label(without) == (without["cpu_model"] or "cpu")
     assert hardware_label({"gpus": [], "cpu_model": None}) == "cpu"
     assert hardware_label(None) is None  # an archive without a hardware record
+
+
+class ThermalNvml(FakeNvml):
+    """Adds the thermal calls; values read off a lent H200 under a bf16 matrix load
+    (benchmarks/gpu_records/gpu-thermal.json, 2026-12-04): 63 C, SM 1440 MHz, memory
+    3201 MHz, 691.9 W, 100% busy. The power call fails on device 1 (NVML not supported)."""
+
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:  # noqa: N802
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        return 63
+
+    def nvmlDeviceGetClockInfo(self, handle: str, clock: int) -> int:  # noqa: N802
+        return {self.NVML_CLOCK_SM: 1440, self.NVML_CLOCK_MEM: 3201}[clock]
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:  # noqa: N802
+        if handle == "handle-1":
+            raise FakeNVMLError("Not Supported")
+        return 691_900
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(gpu=100, memory=62)
+
+
+def test_thermals_per_device_with_unanswered_fields_none():
+    rows = NvmlProbe(nvml=ThermalNvml(device_count=2)).thermals()
+    assert rows[0] == {"index": 0, "temperature_c": 63, "sm_clock_mhz": 1440,
+                       "mem_clock_mhz": 3201, "power_w": 691.9, "gpu_busy_pct": 100}
+    assert rows[1]["power_w"] is None and rows[1]["sm_clock_mhz"] == 1440
+
+
+def test_thermals_empty_without_nvml():
+    assert NvmlProbe(nvml=NoDriverNvml()).thermals() == []
