@@ -26,10 +26,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("archive",),
     # tools on recipes and archives, independent of each other: checks before a launch
     # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard), a
-    # recipe as a deployment: vLLM config, Compose, Kubernetes, systemd (export)
-    ("preflight", "reaper", "onboard", "export"),
+    # recipe as a deployment: vLLM config, Compose, Kubernetes, systemd (export); the
+    # client's figures against the server's own (crosscheck)
+    ("preflight", "reaper", "onboard", "export", "crosscheck"),
     # making a quantized checkpoint (llm-compressor in its own venv), its pins
     ("quantize",),
+    # one measured window on a live server: the load, telemetry, vLLM's histograms, checks
+    ("window",),
     # one measured, archived run of one recipe
     ("runner",),
     # one configuration for a search: planner check, repeats, figures; the capacity search

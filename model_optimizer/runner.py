@@ -27,15 +27,13 @@ from model_optimizer.archive.names import (
     FAILURE_FILE,
     METRICS_FILE,
     REPORT_FILE,
-    REQUESTS_FILE,
-    TELEMETRY_FILE,
 )
 from model_optimizer.archive.report import render_run_report
 from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
 from model_optimizer.engine.classify import DISK_FULL, INTERNAL_ERROR, exception_failure
 from model_optimizer.engine.factory import EngineFactory, plan_server
-from model_optimizer.engine.placement import Placement, client_placed, resolve_placement
+from model_optimizer.engine.placement import resolve_placement
 from model_optimizer.errors import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -48,8 +46,6 @@ from model_optimizer.events import (
     ArchiveOpened,
     Done,
     EventCallback,
-    LoadProgress,
-    LoadStarted,
     Ready,
     StartFailed,
     Starting,
@@ -58,12 +54,9 @@ from model_optimizer.events import (
     quiet,
 )
 from model_optimizer.fsutil import disk_full
-from model_optimizer.httpcall import join_url
-from model_optimizer.load import prompts_needed, run_load_sync
-from model_optimizer.load.classes import apply_classes, run_slo
+from model_optimizer.load import prompts_needed
 from model_optimizer.load.figures import Figures
-from model_optimizer.load.steady import summarize_steady
-from model_optimizer.load.workload import LazyItems, prepare_items
+from model_optimizer.load.workload import prepare_items
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import Recipe, model_location
@@ -72,13 +65,17 @@ from model_optimizer.secrets import (
     secret_values,
 )
 from model_optimizer.signals import interrupts_deferred
-from model_optimizer.telemetry import TelemetrySampler
+from model_optimizer.window import (  # noqa: F401 - capacity and tests import them from here
+    DEFAULT_MIN_SUCCESS_RATE,
+    RunRecords,
+    effective_slo,
+    finish_metrics,
+    measure_endpoint,
+)
 
 log = logging.getLogger(__name__)
 NO_REQUEST_COMPLETED = "no_request_completed"
 RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR, DISK_FULL)  # exit 5
-#: the success rate a run must reach when the recipe sets no slo.min_success_rate
-DEFAULT_MIN_SUCCESS_RATE = 0.95
 
 
 @dataclass
@@ -172,22 +169,6 @@ def check_model_present(loaded: LoadedRecipe) -> str:
     return location
 
 
-class RunRecords:
-    """Collects what the load and the sampler deliver, into the archive as it arrives."""
-
-    def __init__(self, archive: RunArchive, items: LazyItems):
-        self.archive, self.items = archive, items
-        self.records: list = []
-
-    def on_record(self, record) -> None:
-        self.archive.append_jsonl(REQUESTS_FILE, record.to_dict())
-        if not record.warmup:
-            self.records.append(record)
-
-    def on_sample(self, sample: dict) -> None:
-        self.archive.append_jsonl(TELEMETRY_FILE, sample)
-
-
 def run_recipe(loaded: LoadedRecipe, runs_base: str | Path, *,
                on_event: EventCallback | None = None,
                workload_override: dict | None = None,
@@ -274,29 +255,6 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
         _judge_completed(archive, measurement, outcome)
 
 
-def measure_endpoint(base_url: str, model_name: str, workload: dict,
-                     archive: RunArchive, measurement: RunRecords, emit: EventCallback,
-                     outcome: RunOutcome, server_pid: int | None = None,
-                     should_stop: Callable[[], str | None] | None = None,
-                     placement: Placement | None = None):
-    """Run the load (``measurement.items``) with telemetry beside it, the client on the
-    placement's client cores (``engine/placement.py``); return LoadResult."""
-    prompts = measurement.items
-    archive.set_status("running", phase="load")
-    emit(LoadStarted(workload))
-    with client_placed(placement):  # before the sampler starts: its thread inherits
-        sampler = TelemetrySampler(join_url(base_url, "/metrics"), server_pid, 1.0,
-                                   on_sample=measurement.on_sample)
-        sampler.start()
-        try:
-            return run_load_sync(
-                base_url, model_name, workload, prompts, on_record=measurement.on_record,
-                should_stop=should_stop, on_progress=lambda snap: emit(
-                    LoadProgress(**snap, telemetry=sampler.snapshot())))
-        finally:
-            outcome.telemetry_peaks = sampler.stop().peaks
-
-
 def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
                    runs_base: str | Path, *, on_event: EventCallback | None = None,
                    archive_extra: dict | None = None, server_pid: int | None = None,
@@ -360,15 +318,6 @@ def _judge_completed(archive: RunArchive, measurement: RunRecords,
     archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
-def effective_slo(recipe: Recipe) -> dict:
-    """The recipe's SLOs (the load's input), with ``DEFAULT_MIN_SUCCESS_RATE`` when it sets
-    no success rate."""
-    slo = RecipeSpec.of(recipe).slo.to_dict()
-    if slo["min_success_rate"] is None:
-        slo["min_success_rate"] = DEFAULT_MIN_SUCCESS_RATE
-    return slo
-
-
 @contextlib.contextmanager
 def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
           on_event: EventCallback | None = None, archive_extra: dict | None = None,
@@ -395,25 +344,6 @@ def serve(loaded: LoadedRecipe, runs_base: str | Path, *,
             engine.stop()
             scrub_log(archive.file(ENGINE_LOG), secret_values(engine.argv, engine.env_extra))
             _finalize(archive, loaded, outcome)
-
-
-def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
-                   outcome: RunOutcome, window_s: float | None,
-                   stopped_reason: str | None = None, closed_at: float | None = None) -> None:
-    if window_s is None and measurement.records:  # interrupted: the span actually measured
-        first_sent = min(r.sent_at for r in measurement.records)
-        last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
-        window_s = max(last_done - first_sent, 0.0) or None
-    fixed = not (workload.get("mix") or workload.get("dataset"))
-    slo = effective_slo(recipe)
-    metrics = summarize_steady(measurement.records, window_s, run_slo(slo),
-                               workload["output_tokens"] if fixed else None, close=closed_at,
-                               steady=closed_at is not None)  # interrupted: whole window
-    apply_classes(metrics, measurement.records, window_s, slo, measurement.items.classes)
-    metrics["ignore_eos"] = workload.get("ignore_eos", True)
-    metrics["stopped_reason"] = stopped_reason
-    metrics["ready_after_s"] = outcome.ready_after_s
-    outcome.metrics = metrics
 
 
 def _finalize(archive: RunArchive, loaded: LoadedRecipe, outcome: RunOutcome) -> None:

@@ -130,14 +130,14 @@ class DiffResult:
 
     @property
     def coalesced(self) -> list[str]:
-        """Sides whose TPOT cannot be judged: too many outputs arrived in one chunk."""
+        """Sides whose TPOT cannot be judged: the client could not time too many decodes."""
         out = []
         for side in (self.a, self.b):
             share = stats.coalesced_fraction(side.requests or [])
             if share > stats.COALESCED_LIMIT:
-                out.append(f"{side.label}: {share:.0%} of its requests delivered their whole "
-                           "output in one chunk (the server merged pending tokens: it was "
-                           "short of CPU), so their TPOT is 0; TPOT is not judged")
+                out.append(f"{side.label}: the client could not time {share:.0%} of its "
+                           "requests' decode (their chunks reached it in one socket read: "
+                           "it read late), so TPOT is not judged")
         return out
 
     @property

@@ -26,9 +26,11 @@ and pyperf judge the same way): that is reported as ``small``. A change that the
 own halves already show (the machine's load changed during the runs) cannot be blamed on
 the configuration: that is reported as ``unstable``.
 
-When vLLM's API server is short of CPU it merges a request's pending tokens into one chunk;
-such a request shows TPOT 0. When more than :data:`COALESCED_LIMIT` of a run's requests
-did so, its TPOT does not measure decoding and is not judged (:func:`coalesced_fraction`).
+When the client reads late (its core is busy), a request's chunks wait in the socket and
+reach it in one read: vLLM sent them apart, but the client cannot time the gaps. When more
+than :data:`COALESCED_LIMIT` of a run's requests could not be timed so, its TPOT does not
+measure decoding and is not judged (:func:`coalesced_fraction`, the load's own rule:
+``load.stats.tpot_measurable``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import math
 import random
 from dataclasses import dataclass
 from statistics import median
+
+from model_optimizer.load.stats import UNMEASURABLE_LIMIT, tpot_coverage
 
 ALPHA = 0.01
 MIN_EFFECT = 0.10
@@ -162,21 +166,15 @@ def _verdict(test: str, rejected: bool, size: float, min_effect: float, drift: f
     return Judgement(test, True, "significant", **extra)
 
 
-COALESCED_LIMIT = 0.10
+COALESCED_LIMIT = UNMEASURABLE_LIMIT
 
 
 def coalesced_fraction(records: list[dict]) -> float:
-    """Share of completed multi-token requests whose whole output arrived in one chunk.
-
-    vLLM's API server merges the tokens a request has pending when it is short of CPU, so
-    such a request has TTFT = E2E and TPOT 0: its decode speed was not observed. TTFT, E2E
-    and throughput stay meaningful; per-request TPOT does not.
-    """
-    multi = [r for r in records if r.get("ok") and (r.get("output_tokens") or 0) > 1
-             and r.get("ttft_s") is not None and r.get("e2e_s") is not None]
-    if not multi:
-        return 0.0
-    return sum(1 for r in multi if r["e2e_s"] - r["ttft_s"] < 1e-4) / len(multi)
+    """Share of completed multi-token requests whose decode the client could not time (all
+    content in one socket read, or a span within its read lag: ``tpot_measurable``). TTFT,
+    E2E and throughput stay meaningful; per-request TPOT does not."""
+    unmeasurable, multi = tpot_coverage([r for r in records if r.get("ok")])
+    return unmeasurable / multi if multi else 0.0
 
 
 def completion_gaps(records: list[dict], weight: str | None = None) -> list[tuple[float, float]]:

@@ -30,15 +30,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import math
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
+from model_optimizer.load.clock import Clock, LoopLag, parse_request_rate
 from model_optimizer.load.stats import percentile
 from model_optimizer.load.steady import qps_precision
 from model_optimizer.load.stream import (
@@ -80,29 +79,7 @@ class LoadResult:
     window_s: float | None
     stopped_reason: str | None = None
     closed_at: float | None = None   # when sending stopped: the steady window's close
-
-
-class _Clock:
-    """The event loop's clock (arrivals sleep by it too) as wall-clock epoch seconds."""
-
-    def __init__(self) -> None:
-        self.perf = asyncio.get_running_loop().time
-        self._wall_anchor, self._perf_anchor = time.time(), self.perf()
-
-    def wall(self, perf: float) -> float:
-        return self._wall_anchor + (perf - self._perf_anchor)
-
-
-def parse_request_rate(value: Any) -> float | None:
-    """Requests/s as a float, or None for ``'inf'`` (send as fast as concurrency allows)."""
-    if value is None or value == "inf":
-        return None
-    rate = float(value)
-    if math.isinf(rate):
-        return None
-    if rate <= 0:
-        raise ValueError(f"request_rate must be positive or 'inf', got {value!r}")
-    return rate
+    client_lag: dict[str, float | None] | None = None  # LoopLag.summary of the window
 
 
 class _LoadRun:
@@ -110,7 +87,8 @@ class _LoadRun:
 
     def __init__(self, base_url: str, model: str, workload: Mapping[str, Any],
                  prompts: Sequence[Any], on_record: RecordCallback | None,
-                 should_stop: StopCallback | None, on_progress: ProgressCallback | None):
+                 should_stop: StopCallback | None, on_progress: ProgressCallback | None,
+                 on_measure_start: Callable[[], None] | None = None):
         if not prompts:
             raise ValueError("run_load needs at least one prompt")
         if workload.get("num_requests") is None and workload.get("duration_s") is None:
@@ -128,7 +106,9 @@ class _LoadRun:
         self.timeout_s = float(workload.get("request_timeout_s") or 300)
         self.warmup_count = int(workload.get("warmup_requests") or 0)
         self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
-        self.clock = _Clock()
+        self.clock = Clock()
+        self.lag = LoopLag(self.clock.perf)
+        self.on_measure_start = on_measure_start
         self.session: aiohttp.ClientSession | None = None
         self.semaphore: asyncio.Semaphore | None = None
         self.tasks: set[asyncio.Task] = set()
@@ -155,7 +135,7 @@ class _LoadRun:
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
                                          headers=self.headers) as session:
             self.session = session
-            monitor = asyncio.create_task(self._monitor())
+            monitors = [asyncio.create_task(self._monitor()), asyncio.create_task(self.lag.run())]
             try:
                 await self._run_phases()
             except BaseException:
@@ -163,9 +143,10 @@ class _LoadRun:
                 await self._cancel_all()
                 raise
             finally:
-                monitor.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await monitor
+                for monitor in monitors:
+                    monitor.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await monitor
         self._emit_progress()
         if self.callback_error is not None:
             raise self.callback_error
@@ -177,6 +158,8 @@ class _LoadRun:
         if self.stop_reason is not None:
             return
         self.phase = "measure"
+        if self.on_measure_start is not None:  # nothing in flight: the server's counters
+            self.on_measure_start()             # now hold exactly the warm-up
         self.phase_start_perf = self.window_start_perf = self.clock.perf()
         duration_s = self.workload.get("duration_s")
         if self.workload.get("target_half_width") and duration_s is not None:
@@ -289,6 +272,7 @@ class _LoadRun:
             record.error = f"unexpected {type(exc).__name__}: {str(exc)[:ERROR_BODY_CHARS]}"
         finish_perf = self.clock.perf()
         record.finished_at = self.clock.wall(finish_perf)
+        record.read_lag_s = self.lag.worst_between(sent_perf, finish_perf)
         if not warmup:
             self.last_finish_perf = finish_perf
         fill_timings(record, state, header_secrets(self.headers))
@@ -409,9 +393,12 @@ class _LoadRun:
             start = self.clock.wall(self.window_start_perf)
             end = self.clock.wall(end_perf)
             window_s = end_perf - self.window_start_perf
+        lag = None
+        if self.window_start_perf is not None:
+            lag = self.lag.summary(self.window_start_perf, self.clock.perf())
         return LoadResult(records=self.records, warmup_records=self.warmup_records,
                           window_start=start, window_end=end, window_s=window_s,
-                          stopped_reason=self.stop_reason, closed_at=closed)
+                          stopped_reason=self.stop_reason, closed_at=closed, client_lag=lag)
 
 
 async def run_load(
@@ -423,6 +410,7 @@ async def run_load(
     on_record: RecordCallback | None = None,
     should_stop: StopCallback | None = None,
     on_progress: ProgressCallback | None = None,
+    on_measure_start: Callable[[], None] | None = None,
 ) -> LoadResult:
     """Run the recipe's ``workload`` against ``base_url`` and return every record.
 
@@ -431,10 +419,12 @@ async def run_load(
     ``warmup``). ``should_stop`` is polled about every 0.1 s; a truthy return (a reason string)
     stops sending, cancels in-flight requests (recorded as failed, ``cancelled: <reason>``)
     and returns with ``stopped_reason`` set. ``on_progress`` gets ``snapshot()`` dicts about
-    twice a second. Request failures become failed records; cancellation of the caller
-    propagates after cancelling the in-flight requests.
+    twice a second. ``on_measure_start`` runs (blocking, briefly) when the measured window
+    opens, after the warm-up drained. Request failures become failed records; cancellation
+    of the caller propagates after cancelling the in-flight requests.
     """
-    run = _LoadRun(base_url, model, workload, prompts, on_record, should_stop, on_progress)
+    run = _LoadRun(base_url, model, workload, prompts, on_record, should_stop, on_progress,
+                   on_measure_start)
     return await run.run()
 
 
@@ -447,7 +437,9 @@ def run_load_sync(
     on_record: RecordCallback | None = None,
     should_stop: StopCallback | None = None,
     on_progress: ProgressCallback | None = None,
+    on_measure_start: Callable[[], None] | None = None,
 ) -> LoadResult:
     """``run_load`` in a fresh event loop (``asyncio.run``), for synchronous callers."""
     return asyncio.run(run_load(base_url, model, workload, prompts, on_record=on_record,
-                                should_stop=should_stop, on_progress=on_progress))
+                                should_stop=should_stop, on_progress=on_progress,
+                                on_measure_start=on_measure_start))

@@ -4,8 +4,12 @@ Definitions (docs/design.md section 3, the same as vLLM's ``vllm bench serve``):
 
 - TTFT: request sent -> first chunk carrying generated output.
 - E2E: request sent -> last chunk carrying generated output.
-- TPOT: ``(E2E - TTFT) / (output_tokens - 1)`` per request, for ``output_tokens > 1``.
-- ITL: gaps between consecutive content chunks, pooled over all requests.
+- TPOT: ``(E2E - TTFT) / (output_tokens - 1)`` per request, for ``output_tokens > 1``, where
+  the client could time it (:func:`tpot_measurable`): never 0 because chunks waited together
+  in the socket. A window where more than :data:`UNMEASURABLE_LIMIT` of its multi-token
+  requests could not be timed reports TPOT as not measurable (None, with ``tpot_note``), so
+  a TPOT bound is violated ("no data"), never met.
+- ITL: gaps between consecutive socket reads carrying content, pooled over all requests.
 - QPS and token rates: completed requests (tokens) / the measured window in seconds.
 
 Percentiles use linear interpolation between closest ranks, the same as numpy's default
@@ -58,27 +62,69 @@ def _field(record: Any, name: str) -> Any:
     return getattr(record, name, None)
 
 
-def request_tpot_s(record: Any) -> float | None:
-    """TPOT of one request in seconds, or None when it is undefined (one token, failure)."""
+UNMEASURABLE_LIMIT = 0.10
+
+
+def tpot_measurable(record: Any) -> bool:
+    """Whether the client saw one multi-token request's decode: its content came in more
+    than one socket read, and its first-to-last span is longer than the client's read lag
+    while it ran (``read_lag_s``; records of older archives have neither field, and only
+    identical first and last offsets tell there)."""
     ttft_s, e2e_s = _field(record, "ttft_s"), _field(record, "e2e_s")
+    if ttft_s is None or e2e_s is None:
+        return False
+    reads, lag_s = _field(record, "content_reads"), _field(record, "read_lag_s")
+    if reads is not None and reads < 2:
+        return False
+    span_s = e2e_s - ttft_s
+    return span_s > (lag_s or 0.0) and span_s > 0
+
+
+def request_tpot_s(record: Any) -> float | None:
+    """TPOT of one request in seconds, or None when it is undefined (one token, failure)
+    or the client could not time it (:func:`tpot_measurable`)."""
     output_tokens = _field(record, "output_tokens")
-    if ttft_s is None or e2e_s is None or not output_tokens or output_tokens <= 1:
+    if not output_tokens or output_tokens <= 1 or not tpot_measurable(record):
         return None
-    return (e2e_s - ttft_s) / (output_tokens - 1)
+    return (_field(record, "e2e_s") - _field(record, "ttft_s")) / (output_tokens - 1)
+
+
+def tpot_coverage(completed: Sequence[Any]) -> tuple[int, int]:
+    """``(unmeasurable, multi_token)``: completed multi-token requests whose TPOT the client
+    could not time, and all of them."""
+    multi = [r for r in completed if (_field(r, "output_tokens") or 0) > 1
+             and _field(r, "ttft_s") is not None]
+    return sum(1 for r in multi if not tpot_measurable(r)), len(multi)
+
+
+def tpot_note(completed: Sequence[Any]) -> str | None:
+    """Why the window's TPOT is not measurable, or None when it is (see the module doc)."""
+    unmeasurable, multi = tpot_coverage(completed)
+    if not multi or unmeasurable <= UNMEASURABLE_LIMIT * multi:
+        return None
+    lags = [_field(r, "read_lag_s") for r in completed if _field(r, "read_lag_s") is not None]
+    lag = percentile(lags, 50)
+    shown = f"; the client's read lag p50 {lag * 1000:.0f} ms" if lag is not None else ""
+    return (f"TPOT not measurable: {unmeasurable} of {multi} requests' tokens reached the "
+            f"client within its read lag (in one socket read{shown}): the client read late, "
+            "not the server fast (docs/figures.md)")
 
 
 def _latency_samples(completed: list[Any]) -> dict[str, list[float]]:
-    """Seconds per metric: one sample per request (ITL: one per chunk gap)."""
+    """Seconds per metric: one sample per request (ITL: one per read gap); no TPOT or ITL
+    samples at all when the window's TPOT is not measurable (:func:`tpot_note`)."""
     samples: dict[str, list[float]] = {metric: [] for metric in LATENCY_METRICS}
+    timed = tpot_note(completed) is None
     for record in completed:
         if _field(record, "ttft_s") is not None:
             samples["ttft"].append(_field(record, "ttft_s"))
         if _field(record, "e2e_s") is not None:
             samples["e2e"].append(_field(record, "e2e_s"))
         tpot_s = request_tpot_s(record)
-        if tpot_s is not None:
+        if tpot_s is not None and timed:
             samples["tpot"].append(tpot_s)
-        samples["itl"].extend(_field(record, "itl_s") or ())
+        if timed:
+            samples["itl"].extend(_field(record, "itl_s") or ())
     return samples
 
 
@@ -118,6 +164,8 @@ def is_good_request(record: Any, bounds_ms: Mapping[str, float]) -> bool:
     }
     for metric, bound_ms in bounds_ms.items():
         value_s = per_request_s.get(metric)
+        if metric == "tpot" and value_s is None and (_field(record, "output_tokens") or 0) > 1:
+            return False  # a TPOT the client could not time never meets a bound
         if value_s is not None and value_s * 1000.0 > bound_ms:
             return False
     return True
@@ -210,6 +258,8 @@ def summarize(
     }
     samples = _latency_samples(completed)
     summary.update(_latency_summary(samples))
+    summary["tpot_unmeasurable"], _ = tpot_coverage(completed)
+    summary["tpot_note"] = tpot_note(completed)
     bounds_ms = _per_request_bounds_ms(slo)
     good = sum(1 for record in completed if is_good_request(record, bounds_ms))
     summary["good_requests"] = good

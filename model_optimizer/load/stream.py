@@ -57,6 +57,8 @@ class RequestRecord:
     finished_at: float | None = None
     request_class: str | None = None
     requested_output_tokens: int | None = None
+    content_reads: int | None = None  # distinct socket reads that carried content chunks
+    read_lag_s: float | None = None  # the client's worst event-loop lag while it was in flight
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -125,14 +127,22 @@ def _is_content_chunk(choices: list, chat: bool) -> bool:
 
 @dataclass
 class StreamState:
+    """What one stream delivered so far. Every event of one socket read carries that read's
+    stamp (``now_perf``): events that waited together in the socket cannot be told apart,
+    so ``content_reads`` counts the distinct reads that carried content (a request whose
+    content came in one read has no measurable TPOT: ``load.stats.tpot_measurable``)."""
+
     chat: bool
     sent_perf: float
     chunk_offsets_s: list[float] = field(default_factory=list)
     usage: dict | None = None
     done: bool = False
+    content_reads: int = 0
+    _last_content_read: float | None = None
 
     def handle(self, data: str, now_perf: float) -> None:
-        """Apply one SSE event's data; nothing after ``[DONE]`` counts."""
+        """Apply one SSE event's data (stamped with its read's time); nothing after
+        ``[DONE]`` counts."""
         if self.done:
             return
         if data.strip() == "[DONE]":
@@ -153,6 +163,9 @@ class StreamState:
                                "not a list of objects")
         if choices and _is_content_chunk(choices, self.chat):
             self.chunk_offsets_s.append(now_perf - self.sent_perf)
+            if now_perf != self._last_content_read:
+                self.content_reads += 1
+                self._last_content_read = now_perf
         if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
 
@@ -267,7 +280,10 @@ def fill_timings(record: RequestRecord, state: StreamState,
         record.error = redact_text(record.error, list(known))
     offsets = state.chunk_offsets_s
     record.chunk_offsets_s = offsets
-    record.itl_s = [later - earlier for earlier, later in zip(offsets, offsets[1:], strict=False)]
+    record.content_reads = state.content_reads
+    # ITL: gaps between reads; chunks that shared a read have no gap the client could see
+    record.itl_s = [later - earlier for earlier, later in zip(offsets, offsets[1:], strict=False)
+                    if later > earlier]
     if offsets:
         record.ttft_s, record.e2e_s = offsets[0], offsets[-1]
     if state.usage is not None:

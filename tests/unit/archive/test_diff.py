@@ -98,7 +98,7 @@ def test_tpot_of_coalesced_outputs_is_not_judged(tmp_path, recipe):
     a = make_run(runs, recipe, SEQS4, seed=1)
     b = make_run(runs, recipe, SEQS1, seed=2, tpot_ms=0.0)  # every output in one chunk
     result = diff(str(a), str(b), runs)
-    assert len(result.coalesced) == 1 and "one chunk" in result.coalesced[0]
+    assert len(result.coalesced) == 1 and "one socket read" in result.coalesced[0]
     assert row(result, "tpot_p50_ms").judgement.verdict == "not judged"
     assert "qps" in result.significant()  # throughput is still judged
     assert any("TPOT is not judged" in line for line in render(result))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from model_optimizer import runner
+from model_optimizer import runner, window
 from model_optimizer.cli.main import app
 from model_optimizer.load.mock_server import MockServer
 
@@ -78,7 +78,7 @@ def test_any_exception_in_a_bench_is_a_classified_failure_not_interrupted(tmp_pa
     def broken(*args, **kwargs):
         raise OverflowError("int too large to convert to float")
 
-    monkeypatch.setattr(runner, "summarize_steady", broken)
+    monkeypatch.setattr(window, "summarize_steady", broken)
     with MockServer() as server:
         result = bench(server.url, tmp_path / "runs")
     assert result.exit_code == 5, result.output

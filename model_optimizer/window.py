@@ -1,0 +1,156 @@
+"""One measured window on a live server: the load with telemetry beside it, vLLM's own
+histograms scraped when the window opens and closes, and the window's figures with their
+checks (``crosscheck``: the client against the server, whether the server was fed).
+
+``runner`` (apply, sweep, tune) and ``capacity`` measure through here, so every archived
+window carries the same checks: ``server_check``, ``feed``, ``client_lag`` and the
+machine's ``load_average`` before and after it, in ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from model_optimizer.archive import RunArchive
+from model_optimizer.archive.names import REQUESTS_FILE, TELEMETRY_FILE
+from model_optimizer.crosscheck import compare_latency, starved_share
+from model_optimizer.engine.placement import Placement, client_placed
+from model_optimizer.events import EventCallback, LoadProgress, LoadStarted
+from model_optimizer.httpcall import join_url
+from model_optimizer.load import run_load_sync
+from model_optimizer.load.classes import apply_classes, run_slo
+from model_optimizer.load.client import LoadResult
+from model_optimizer.load.steady import summarize_steady
+from model_optimizer.load.workload import LazyItems
+from model_optimizer.recipe import RecipeSpec
+from model_optimizer.recipe.render import Recipe
+from model_optimizer.telemetry import TelemetrySampler
+from model_optimizer.telemetry.histograms import scrape_histograms, window_delta
+
+#: the success rate a run must reach when the recipe sets no slo.min_success_rate
+DEFAULT_MIN_SUCCESS_RATE = 0.95
+#: telemetry during a window: often enough that a starved server shows in the samples
+SAMPLE_INTERVAL_S = 0.5
+MAX_KEPT_SAMPLES = 100_000  # in memory for the checks (the archive keeps every one)
+
+
+class Outcome(Protocol):
+    """What a window fills in of its caller's outcome (``runner.RunOutcome``)."""
+
+    metrics: dict
+    telemetry_peaks: dict
+    ready_after_s: float | None
+
+
+class RunRecords:
+    """Collects what the load and the sampler deliver, into the archive as it arrives, and
+    what the window's checks need."""
+
+    def __init__(self, archive: RunArchive, items: LazyItems):
+        self.archive, self.items = archive, items
+        self.records: list = []
+        self.series: list[dict] = []
+        self.server_before: dict | None = None
+        self.server_after: dict | None = None
+        self.client_lag: dict | None = None
+        self.load_average: dict[str, float | None] = {"before": None, "after": None}
+
+    def on_record(self, record) -> None:
+        self.archive.append_jsonl(REQUESTS_FILE, record.to_dict())
+        if not record.warmup:
+            self.records.append(record)
+
+    def on_sample(self, sample: dict) -> None:
+        self.archive.append_jsonl(TELEMETRY_FILE, sample)
+        if len(self.series) < MAX_KEPT_SAMPLES:
+            self.series.append(sample)
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def measure_endpoint(base_url: str, model_name: str, workload: dict,
+                     archive: RunArchive, measurement: RunRecords, emit: EventCallback,
+                     outcome: Outcome, server_pid: int | None = None,
+                     should_stop: Callable[[], str | None] | None = None,
+                     placement: Placement | None = None) -> LoadResult:
+    """Run the load (``measurement.items``) with telemetry beside it, the client on the
+    placement's client cores (``engine/placement.py``); vLLM's histograms are scraped when
+    the measured window opens and after it closed. Return the LoadResult."""
+    metrics_url = join_url(base_url, "/metrics")
+    archive.set_status("running", phase="load")
+    emit(LoadStarted(workload))
+
+    def window_opens() -> None:
+        measurement.load_average["before"] = load_average()
+        measurement.server_before = scrape_histograms(metrics_url)
+
+    with client_placed(placement):  # before the sampler starts: its thread inherits
+        sampler = TelemetrySampler(metrics_url, server_pid, SAMPLE_INTERVAL_S,
+                                   on_sample=measurement.on_sample)
+        sampler.start()
+        try:
+            result = run_load_sync(
+                base_url, model_name, workload, measurement.items,
+                on_record=measurement.on_record, should_stop=should_stop,
+                on_progress=lambda snap: emit(LoadProgress(**snap,
+                                                           telemetry=sampler.snapshot())),
+                on_measure_start=window_opens)
+        finally:
+            outcome.telemetry_peaks = sampler.stop().peaks
+    measurement.server_after = scrape_histograms(metrics_url)
+    measurement.load_average["after"] = load_average()
+    measurement.client_lag = result.client_lag
+    return result
+
+
+def effective_slo(recipe: Recipe) -> dict:
+    """The recipe's SLOs (the load's input), with ``DEFAULT_MIN_SUCCESS_RATE`` when it sets
+    no success rate."""
+    slo = RecipeSpec.of(recipe).slo.to_dict()
+    if slo["min_success_rate"] is None:
+        slo["min_success_rate"] = DEFAULT_MIN_SUCCESS_RATE
+    return slo
+
+
+def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
+                   outcome: Outcome, window_s: float | None,
+                   stopped_reason: str | None = None, closed_at: float | None = None) -> None:
+    """The window's figures into ``outcome.metrics``, with the checks (module docstring)."""
+    if window_s is None and measurement.records:  # interrupted: the span actually measured
+        first_sent = min(r.sent_at for r in measurement.records)
+        last_done = max(r.sent_at + (r.e2e_s or 0.0) for r in measurement.records)
+        window_s = max(last_done - first_sent, 0.0) or None
+    fixed = not (workload.get("mix") or workload.get("dataset"))
+    slo = effective_slo(recipe)
+    metrics = summarize_steady(measurement.records, window_s, run_slo(slo),
+                               workload["output_tokens"] if fixed else None, close=closed_at,
+                               steady=closed_at is not None)  # interrupted: whole window
+    apply_classes(metrics, measurement.records, window_s, slo, measurement.items.classes)
+    metrics["ignore_eos"] = workload.get("ignore_eos", True)
+    metrics["stopped_reason"] = stopped_reason
+    metrics["ready_after_s"] = outcome.ready_after_s
+    metrics.update(window_checks(measurement, workload, metrics.get("steady")))
+    outcome.metrics = metrics
+
+
+def window_checks(measurement: RunRecords, workload: dict,
+                  steady: dict[str, Any] | None) -> dict[str, Any]:
+    """``server_check``, ``feed``, ``client_lag`` and ``load_average`` of one window."""
+    server = window_delta(measurement.server_before, measurement.server_after)
+    closed_loop = str(workload.get("request_rate", "inf")) == "inf"
+    start, end = (steady["start"], steady["end"]) if steady else (None, None)
+    return {
+        "server_check": compare_latency(measurement.records, server),
+        "feed": starved_share(measurement.series, start, end,
+                              workload.get("concurrency") if closed_loop else None),
+        "client_lag": measurement.client_lag,
+        "load_average": dict(measurement.load_average),
+    }
