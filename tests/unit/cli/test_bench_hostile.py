@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from model_optimizer import runner, window
+from model_optimizer import window
 from model_optimizer.cli.main import app
 from model_optimizer.load.mock_server import MockServer
 
