@@ -111,9 +111,12 @@ class _WindowMeasurement(RunRecords):
 def window_workload(workload: dict, rate: float, config: RateSearchConfig, index: int) -> dict:
     """The workload of window ``index``: Poisson at ``rate`` for ``window_s`` seconds.
 
-    The arrival seed differs per window (the workload seed plus ``index``).
+    The arrival seed differs per window (the workload seed plus ``index``). Only the first
+    window warms up until steady (``warmup_steady_max_s``): the later ones find the server
+    warm.
     """
-    return {**workload, "request_rate": rate, "num_requests": None,
+    steady = workload.get("warmup_steady_max_s") if index == 0 else None
+    return {**workload, "request_rate": rate, "num_requests": None, "warmup_steady_max_s": steady,
             "duration_s": config.window_s, "seed": int(workload.get("seed") or 0) + index}
 
 

@@ -11,11 +11,17 @@ layers recorded (this module is where they meet, below the runner):
   When the client saw more, the side is named: the *client* when its read lag accounts for
   at least half the difference, else the *API server's path* (HTTP, tokenizing, streaming,
   which vLLM's engine-side histograms do not include).
-- **Was the server fed?** In a closed loop at concurrency *c*, the server should hold *c*
-  requests (running or waiting). ``starved_share`` is the share of telemetry samples inside
-  the steady window where it held fewer: a window starved in more than
-  :data:`STARVED_LIMIT` of its samples is **client-bound**: its throughput is the client's
-  and the API server's pace, not the engine's.
+- **Was the server fed?** While the client has a request in flight, the engine should hold
+  it (queued or running). vLLM's histograms give the engine's time exactly: the sums of the
+  queue and inference times of the window's requests are the integral of the requests it
+  held. Over the sum of the client's in-flight times (its E2E) that is ``held_share``;
+  ``starved_share = 1 - held_share`` is the share of the in-flight time the engine did not
+  have the request (HTTP, tokenizing, streaming, a client reading late). A window starved
+  above :data:`STARVED_LIMIT` is **client-bound**: its pace is the client's and the API
+  server's, not the engine's. The running and waiting gauges sampled beside the load give
+  ``gauge_starved_share`` (samples holding fewer than the intended concurrency), shown for
+  reference only: vLLM refreshes them once per engine step, so a long step (a prefill of a
+  whole wave) leaves a stale count in every sample taken during it.
 """
 
 from __future__ import annotations
@@ -96,20 +102,34 @@ def _row(client_s: float | None, client_n: int, server_s: float | None, server_n
     return row
 
 
-def starved_share(series: Sequence[Mapping[str, Any]], start: float | None, end: float | None,
-                  intended: int | None) -> dict[str, Any]:
-    """Share of samples in ``[start, end]`` where the server held fewer than ``intended``
-    requests (running + waiting); ``client_bound`` above :data:`STARVED_LIMIT`. An open
-    loop (``intended`` None) or a window without samples is not judged."""
+def _gauge_share(series: Sequence[Mapping[str, Any]], start: float | None,
+                 end: float | None, intended: int | None) -> tuple[float | None, int]:
     if not intended or start is None or end is None:
-        return {"starved_share": None, "samples": 0, "client_bound": None,
-                "intended": intended}
+        return None, 0
     held = [(s.get("num_requests_running") or 0) + (s.get("num_requests_waiting") or 0)
             for s in series if start <= (s.get("t") or 0) <= end
             and s.get("num_requests_running") is not None]
     if not held:
-        return {"starved_share": None, "samples": 0, "client_bound": None,
-                "intended": intended}
-    share = sum(1 for n in held if n < intended) / len(held)
-    return {"starved_share": share, "samples": len(held), "client_bound": share > STARVED_LIMIT,
-            "intended": intended}
+        return None, 0
+    return sum(1 for n in held if n < intended) / len(held), len(held)
+
+
+def feed(records: Sequence[Any], server: Mapping[str, Histogram] | None,
+         series: Sequence[Mapping[str, Any]], start: float | None, end: float | None,
+         intended: int | None) -> dict[str, Any]:
+    """Whether the engine held the requests the client had in flight (module docstring).
+    ``start``/``end`` bound the gauge samples (the steady window); ``intended`` is the
+    closed loop's concurrency (None: an open loop, no gauge share)."""
+    gauge, samples = _gauge_share(series, start, end, intended)
+    found: dict[str, Any] = {"held_share": None, "starved_share": None, "client_bound": None,
+                             "gauge_starved_share": gauge, "samples": samples,
+                             "intended": intended}
+    in_flight_s = sum(record_field(r, "e2e_s") or 0.0 for r in records
+                      if record_field(r, "ok"))
+    if server is None or "inference" not in server or in_flight_s <= 0:
+        return found
+    held_s = server["inference"].total + (server["queue"].total if "queue" in server else 0.0)
+    held = min(held_s / in_flight_s, 1.0)
+    found.update(held_share=held, starved_share=1.0 - held,
+                 client_bound=1.0 - held > STARVED_LIMIT)
+    return found

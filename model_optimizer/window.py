@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from model_optimizer.archive import RunArchive
 from model_optimizer.archive.names import REQUESTS_FILE, TELEMETRY_FILE
-from model_optimizer.crosscheck import compare_latency, starved_share
+from model_optimizer.crosscheck import compare_latency, feed
 from model_optimizer.engine.placement import Placement, client_placed
 from model_optimizer.events import EventCallback, LoadProgress, LoadStarted
 from model_optimizer.httpcall import join_url
@@ -55,6 +55,7 @@ class RunRecords:
         self.server_before: dict | None = None
         self.server_after: dict | None = None
         self.client_lag: dict | None = None
+        self.warmup: dict | None = None
         self.load_average: dict[str, float | None] = {"before": None, "after": None}
 
     def on_record(self, record) -> None:
@@ -108,6 +109,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     measurement.server_after = scrape_histograms(metrics_url)
     measurement.load_average["after"] = load_average()
     measurement.client_lag = result.client_lag
+    measurement.warmup = result.warmup
     return result
 
 
@@ -143,14 +145,18 @@ def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
 
 def window_checks(measurement: RunRecords, workload: dict,
                   steady: dict[str, Any] | None) -> dict[str, Any]:
-    """``server_check``, ``feed``, ``client_lag`` and ``load_average`` of one window."""
+    """``server_window`` (vLLM's histogram counts and sums over the window), ``server_check``,
+    ``feed``, ``client_lag`` and ``load_average`` of one window."""
     server = window_delta(measurement.server_before, measurement.server_after)
     closed_loop = str(workload.get("request_rate", "inf")) == "inf"
     start, end = (steady["start"], steady["end"]) if steady else (None, None)
     return {
+        "server_window": None if server is None else {
+            name: {"count": hist.count, "sum_s": hist.total} for name, hist in server.items()},
         "server_check": compare_latency(measurement.records, server),
-        "feed": starved_share(measurement.series, start, end,
-                              workload.get("concurrency") if closed_loop else None),
+        "feed": feed(measurement.records, server, measurement.series, start, end,
+                     workload.get("concurrency") if closed_loop else None),
         "client_lag": measurement.client_lag,
+        "warmup": measurement.warmup,
         "load_average": dict(measurement.load_average),
     }

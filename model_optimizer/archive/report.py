@@ -36,6 +36,40 @@ def steady_line(metrics: dict) -> str | None:
             f"still running at the close: latency counted, throughput not); ± = 95% interval")
 
 
+def _server_row(name: str, row: dict) -> str:
+    shown = f"{name} {fmt(row.get('client_mean_ms'))} vs {fmt(row.get('server_mean_ms'))} ms"
+    if row.get("verdict") == "client saw more":
+        return f"{shown} (client saw more: the {row.get('side')})"
+    return f"{shown} ({row.get('verdict')})"
+
+
+def check_lines(metrics: dict) -> list[str]:
+    """The window's checks in words (docs/figures.md): a TPOT the client could not time,
+    the client's means against vLLM's own, whether the server was fed, the client's lag
+    and the machine's load."""
+    lines = [metrics["tpot_note"]] if metrics.get("tpot_note") else []
+    check = metrics.get("server_check")
+    if check:
+        rows = "; ".join(_server_row(name.upper(), row)
+                         for name, row in check["figures"].items())
+        lines.append(f"client vs vLLM's own means: {rows}; the client's resolution "
+                     f"{fmt(check.get('resolution_ms'))} ms")
+    feed = metrics.get("feed") or {}
+    if feed.get("starved_share") is not None:
+        share = f"{feed['starved_share']:.0%} of the client's in-flight time"
+        lines.append(
+            f"CLIENT-BOUND: the engine did not hold the requests for {share} (vLLM's queue "
+            "and inference times): the client and the API server set this window's pace, "
+            "not the engine" if feed.get("client_bound") else
+            f"engine-paced: the engine held the requests but for {share}")
+    lag, load = metrics.get("client_lag") or {}, metrics.get("load_average") or {}
+    if lag.get("client_lag_p99_ms") is not None or load.get("before") is not None:
+        lines.append(f"client lag p50 {fmt(lag.get('client_lag_p50_ms'))} ms, p99 "
+                     f"{fmt(lag.get('client_lag_p99_ms'))} ms; load average "
+                     f"{fmt(load.get('before'), 2)} -> {fmt(load.get('after'), 2)}")
+    return lines
+
+
 def metrics_table(metrics: dict) -> list[str]:
     """Markdown table of latency percentiles (ms), ``± half-width`` where measured."""
     lines = ["| metric | mean | p50 | p90 | p99 |", "|---|---:|---:|---:|---:|"]
@@ -115,6 +149,7 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
         steady = steady_line(metrics)
         lines += [f"- {steady}"] if steady else [
             "- whole window (too short for a steady state): no intervals"]
+        lines += [f"- {line}" for line in check_lines(metrics)]
         lines += ["", *metrics_table(metrics)]
         if metrics.get("classes"):
             lines += ["", "### Per class", "", *class_table(metrics)]

@@ -12,6 +12,7 @@ from rich.table import Table
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import (
     CLASS_COLUMNS,
+    check_lines,
     class_rows,
     fmt,
     steady_line,
@@ -86,6 +87,8 @@ def print_outcome(outcome: RunOutcome) -> None:
         steady = steady_line(metrics)
         if steady:
             console.print(steady, highlight=False, style="dim")
+        for line in check_lines(metrics):
+            console.print(line, highlight=False, markup=False)
         if outcome.ok:
             verdict = ("[green]SLOs met[/]" if outcome.slo_met else
                        "[red]SLOs not met:[/] " + "; ".join(metrics.get("slo_violations") or []))

@@ -11,6 +11,7 @@ from model_optimizer.cli.common import console, handle_errors
 
 DEFAULT_DIR = Path("models/tiny-llama")
 TRAINED_DIR = Path("models/tiny-llama-trained")
+BED_DIR = Path("models/bed-llama")
 
 
 @handle_errors
@@ -22,6 +23,10 @@ def tiny_model(
                           "on a synthetic corpus of counting, copying and arithmetic in words, "
                           "so quality figures mean something (recipes/tiny-trained-cpu.yaml "
                           "serves it from models/tiny-llama-trained).")] = False,
+    bed: Annotated[bool, typer.Option(
+        "--bed", help="The engine-paced bed's model instead (~89 M parameters, random weights, "
+                      "~180 MB; recipes/bed-cpu.yaml serves it from models/bed-llama): its "
+                      "decode step, not the client, sets the pace on 2 cores.")] = False,
 ) -> None:
     """Build a tiny Llama model (random weights, locally trained tokenizer; no download).
 
@@ -34,6 +39,11 @@ def tiny_model(
 
         target = TRAINED_DIR if out_dir == DEFAULT_DIR else out_dir
         path = build_trained_model(target, force=force, on_step=_training_progress)
+    elif bed:
+        from model_optimizer.models.tiny import BED_SPEC, build_tiny_model
+
+        target = BED_DIR if out_dir == DEFAULT_DIR else out_dir
+        path = build_tiny_model(target, spec=BED_SPEC, force=force)
     else:
         from model_optimizer.models.tiny import build_tiny_model
 

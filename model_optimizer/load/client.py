@@ -52,6 +52,7 @@ from model_optimizer.load.stream import (
     error_text,
     fill_timings,
 )
+from model_optimizer.load.warmup import SteadyWarmup
 from model_optimizer.load.workload import WorkItem, api_headers, header_secrets, prompts_needed
 
 PROGRESS_INTERVAL_S = 0.5
@@ -80,6 +81,7 @@ class LoadResult:
     stopped_reason: str | None = None
     closed_at: float | None = None   # when sending stopped: the steady window's close
     client_lag: dict[str, float | None] | None = None  # LoopLag.summary of the window
+    warmup: dict[str, Any] | None = None  # SteadyWarmup.summary, when it ran
 
 
 class _LoadRun:
@@ -105,6 +107,9 @@ class _LoadRun:
             self.concurrency = 1
         self.timeout_s = float(workload.get("request_timeout_s") or 300)
         self.warmup_count = int(workload.get("warmup_requests") or 0)
+        self.warmup_steady_s = workload.get("warmup_steady_max_s")
+        self.warmup: SteadyWarmup | None = None
+        self.warmup_deadline_perf: float | None = None
         self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
         self.clock = Clock()
         self.lag = LoopLag(self.clock.perf)
@@ -155,6 +160,9 @@ class _LoadRun:
     async def _run_phases(self) -> None:
         if self.warmup_count:
             await self._phase(warmup=True, count=self.warmup_count, rate=None, deadline=None)
+        if self.warmup_steady_s and self.stop_reason is None:  # then until steady
+            self.warmup = SteadyWarmup(self.clock.perf(), float(self.warmup_steady_s))
+            await self._phase(warmup=True, count=None, rate=None, deadline=None)
         if self.stop_reason is not None:
             return
         self.phase = "measure"
@@ -200,8 +208,7 @@ class _LoadRun:
         next_arrival = self.clock.perf()
         index = 0
         while count is None or index < count:
-            if not warmup:
-                deadline = self.deadline_perf
+            deadline = self.warmup_deadline_perf if warmup else self.deadline_perf
             if rate is not None:
                 if index:
                     next_arrival += rng.expovariate(rate)
@@ -209,8 +216,7 @@ class _LoadRun:
                 await asyncio.sleep(max(0.0, wake - self.clock.perf()))
             if self.semaphore is not None:
                 await self.semaphore.acquire()
-            if not warmup:
-                deadline = self.deadline_perf
+            deadline = self.warmup_deadline_perf if warmup else self.deadline_perf
             if deadline is not None and self.clock.perf() >= deadline:
                 if self.semaphore is not None:
                     self.semaphore.release()
@@ -306,6 +312,8 @@ class _LoadRun:
 
     def _deliver(self, record: RequestRecord) -> None:
         (self.warmup_records if record.warmup else self.records).append(record)
+        if record.warmup and record.ok and self.warmup is not None:
+            self.warmup.finished(self.clock.perf())
         if record.ok and not record.warmup and record.ttft_s is not None:
             bisect.insort(self.sorted_ttft_s, record.ttft_s)
         if self.on_record is None:
@@ -340,6 +348,9 @@ class _LoadRun:
             await asyncio.sleep(STOP_POLL_INTERVAL_S)
             if self.should_stop is not None and self.stop_reason is None:
                 self._poll_should_stop()
+            if (self.phase == "warmup" and self.warmup is not None
+                    and self.warmup_deadline_perf is None and self.warmup.done(self.clock.perf())):
+                self.warmup_deadline_perf = self.clock.perf()
             if self.clock.perf() - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = self.clock.perf()
                 self._emit_progress()
@@ -398,7 +409,8 @@ class _LoadRun:
             lag = self.lag.summary(self.window_start_perf, self.clock.perf())
         return LoadResult(records=self.records, warmup_records=self.warmup_records,
                           window_start=start, window_end=end, window_s=window_s,
-                          stopped_reason=self.stop_reason, closed_at=closed, client_lag=lag)
+                          stopped_reason=self.stop_reason, closed_at=closed, client_lag=lag,
+                          warmup=self.warmup.summary() if self.warmup is not None else None)
 
 
 async def run_load(

@@ -35,6 +35,13 @@ class TinyModelSpec:
     seed: int = 0
 
 
+#: the engine-paced bed's model (recipes/bed-cpu.yaml): ~89 M parameters, so that one decode
+#: step of a batch costs the engine's core tens of milliseconds while streaming its tokens
+#: costs the API server's and the client's core little (docs/benchmarks/agreement.md)
+BED_SPEC = TinyModelSpec(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                         num_attention_heads=16, num_key_value_heads=4)
+
+
 _WORDS = [
     "the", "model", "serves", "tokens", "to", "many", "users", "while", "the", "scheduler",
     "batches", "requests", "and", "the", "cache", "holds", "keys", "and", "values", "for",

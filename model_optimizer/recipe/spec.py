@@ -154,6 +154,7 @@ class WorkloadSpec(_Spec):
     target_half_width: Number | None = None
     max_duration_s: Number | None = None
     warmup_requests: int = 4
+    warmup_steady_max_s: Number | None = None
     request_timeout_s: Number = 300
     seed: int = 0
     ignore_eos: bool = True

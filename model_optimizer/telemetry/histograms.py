@@ -29,6 +29,7 @@ SERVER_HISTOGRAMS: dict[str, str] = {
     "itl": "vllm:inter_token_latency_seconds",
     "e2e": "vllm:e2e_request_latency_seconds",
     "queue": "vllm:request_queue_time_seconds",
+    "inference": "vllm:request_inference_time_seconds",
 }
 _LINE = re.compile(r'^(?P<name>[a-zA-Z_:][\w:]*?)_(?P<part>bucket|sum|count)'
                    r'(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)')

@@ -46,7 +46,8 @@ def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
     workload = resolved["workload"]
     records = read_jsonl(archive / "requests.jsonl")
     measured = [r for r in records if not r["warmup"]]
-    assert len(records) - len(measured) == workload["warmup_requests"]
+    # the warm-up requests, then the steady warm-up (rounds of 3 s, at most 30 s)
+    assert len(records) - len(measured) > workload["warmup_requests"]
     assert workload["num_requests"] is None and workload["duration_s"] == 20  # a time window
     first_sent = min(r["sent_at"] for r in measured)
     assert max(r["sent_at"] for r in measured) - first_sent <= workload["duration_s"]
@@ -84,6 +85,32 @@ def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
     report = (archive / "report.md").read_text()
     assert "SLOs: met" in report and f"{metrics['qps']:,.2f} ± " in report
     assert "steady state:" in report
+    _assert_checked_against_the_server(metrics, measured, workload)
+
+
+def _assert_checked_against_the_server(metrics: dict, measured: list, workload: dict) -> None:
+    """The window's checks on the real engine: vLLM's histograms hold exactly the measured
+    requests (the scrape came after the warm-up drained), the engine's held time is at most
+    the client's in-flight time, the warm-up was judged, and no TPOT is 0."""
+    warmup = metrics["warmup"]
+    assert warmup["verdict"] in ("steady", "not steady")
+    assert 9 <= warmup["seconds"] <= workload["warmup_steady_max_s"] + 1
+    assert len(warmup["round_rates"]) >= 3
+    check = metrics["server_check"]
+    assert check["server_requests"] == len(measured) == check["client_requests"]
+    for name in ("ttft", "tpot", "e2e"):
+        row = check["figures"][name]
+        assert row["server_mean_ms"] > 0 and row["verdict"] in (
+            "agree", "client saw more", "server reports more")
+    # the client times from before the request leaves to after the last chunk is read
+    assert check["figures"]["e2e"]["client_mean_ms"] >= check["figures"]["e2e"]["server_mean_ms"]
+    feed = metrics["feed"]
+    assert 0 <= feed["starved_share"] <= 1 and feed["client_bound"] == (
+        feed["starved_share"] > 0.10)
+    assert metrics["load_average"]["before"] is not None
+    assert all((r["e2e_s"] - r["ttft_s"]) > 0 or r["content_reads"] == 1 for r in measured)
+    if metrics["tpot_p50_ms"] is not None:
+        assert metrics["tpot_p50_ms"] > 0 and metrics["tpot_note"] is None
 
 
 def test_kv_cache_too_small_fails_at_start(tiny_model, tmp_path):
@@ -107,6 +134,7 @@ def test_engine_killed_during_load(tiny_model, tmp_path):
     runs = tmp_path / "runs"
     proc = start_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs),
                       "--set", "workload.num_requests=100000", "--set", "workload.duration_s=300",
+                      "--set", "workload.warmup_steady_max_s=null",
                       log=tmp_path / "mopt.log")
     try:
         archive = wait_for_measured_requests(runs, 10, proc)

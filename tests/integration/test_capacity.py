@@ -17,7 +17,7 @@ def test_capacity_brackets_the_highest_passing_rate(tiny_model, tmp_path):
     recipe = yaml.safe_load(TINY_RECIPE.read_text())
     recipe["model"]["path"] = str(ROOT / "models" / "tiny-llama")
     recipe["workload"].update({"prompt_tokens": 32, "output_tokens": 16, "warmup_requests": 2,
-                               "request_timeout_s": 60})
+                               "request_timeout_s": 60, "warmup_steady_max_s": None})
     recipe["slo"] = {"ttft_p99_ms": 1500}
     recipe["hardware"]["price_per_hour"] = 0.5
     recipe["capacity"] = {"start_rate": 2, "growth": 3, "resolution": 0.5, "window_s": 3,

@@ -36,7 +36,7 @@ def tiny_copy(tiny_model, tmp_path, **sections) -> str:
     """The tiny recipe, written in tmp_path, serving the tiny model by absolute path."""
     recipe = yaml.safe_load(TINY_RECIPE.read_text())
     recipe["model"]["path"] = str(tiny_model)
-    recipe["workload"].update(num_requests=16, warmup_requests=2)
+    recipe["workload"].update(num_requests=16, warmup_requests=2, warmup_steady_max_s=None)
     recipe.update(sections)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))

@@ -44,7 +44,8 @@ def served(tiny_model, tmp_path_factory):
     exports on odd workers (``engines_spread_over_cores``)."""
     inherited = os.environ.pop(OMP_BIND_ENV, None)
     try:
-        loaded = load_recipe(TINY_RECIPE, ["engine.startup_timeout_s=540"])  # a busy machine
+        loaded = load_recipe(TINY_RECIPE, ["engine.startup_timeout_s=540",  # a busy machine
+                                           "workload.warmup_steady_max_s=null"])
         plan = plan_server(loaded)
         log = tmp_path_factory.mktemp("served") / "engine.log"
         engine = plan.process(log)

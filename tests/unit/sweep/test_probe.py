@@ -111,7 +111,7 @@ def test_a_scan_level_is_an_archived_window_at_its_concurrency(tmp_path):
     from model_optimizer.sweep.probe import ProbeServer
 
     loaded = tiny("workload.duration_s=1", "workload.warmup_requests=2",
-                  "workload.num_requests=40")
+                  "workload.num_requests=40", "workload.warmup_steady_max_s=null")
     probe = ProbeServer(loaded, tmp_path / "steps", 16, "qps", "sweep-id", lambda *a: None)
     with MockServer(model="tiny-llama", ttft_s=0.01, itl_s=0.002) as server:
         probe.engine = FakeEngine(server.url)
