@@ -16,8 +16,11 @@ interval, and the coefficient of variation (CV) with a 95% bootstrap interval.
 ``--ld-preload LIB`` serves with that library preloaded (``engine.allow_code: [LD_PRELOAD]``),
 e.g. ``/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4``.
 
-    flock /tmp/mopt-engine.lock .venv/bin/python benchmarks/quiet_test_bed.py \\
-        [--concurrency 16,64] [--blocks 2] [--windows 3] [--duration 10]
+    flock /work/cpu.lock .venv/bin/python benchmarks/quiet_test_bed.py \\
+        [--concurrency 16,64] [--blocks 2] [--windows 3] [--duration 10] [--allow-busy]
+
+It refuses to start on a busy machine (``quiet.require_quiet``) and prints the machine's
+state (load average, busy share, the busiest other processes) before and after.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import psutil
 
-from model_optimizer.engine.factory import plan_server
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quiet import add_quiet_args, machine_state, require_quiet  # noqa: E402
+
+from model_optimizer.engine.factory import plan_server  # noqa: E402
 from model_optimizer.engine.placement import (
     Placement,
     client_placed,
@@ -144,7 +150,9 @@ def main() -> None:
     parser.add_argument("--ld-preload", default=None)
     parser.add_argument("--arms", default="unplaced,auto",
                         help=f"comma-separated, of {', '.join(ARMS)}")
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {json.dumps(require_quiet(args))}", flush=True)
     args.concurrency = [int(v) for v in args.concurrency.split(",")]
     args.arms = [arm for arm in args.arms.split(",") if arm]
     if not args.arms or set(args.arms) - set(ARMS):
@@ -152,7 +160,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="mopt-quiet-"))
     sets = ["hardware.placement=none", f"engine.max_num_seqs={max(args.concurrency)}",
             f"workload.duration_s={args.duration}", "workload.num_requests=null",
-            "engine.startup_timeout_s=540"]
+            "engine.startup_timeout_s=540", "workload.warmup_steady_max_s=null"]
     if args.ld_preload:
         sets += [f"engine.env.LD_PRELOAD={args.ld_preload}", "engine.allow_code=[LD_PRELOAD]"]
     loaded = load_recipe(Path(args.recipe).resolve(), sets)
@@ -163,8 +171,7 @@ def main() -> None:
         print(f"ready after {engine.wait_ready():.0f} s", flush=True)
         result = measure(engine, loaded, scratch / "runs", args, placed)
     report(result)
-    print(f"load average after: {os.getloadavg()}; uptime: "
-          f"{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"machine after: {json.dumps(machine_state(seconds=1.0))}")
     (scratch / "windows.json").write_text(json.dumps(result, indent=1))
     print(f"windows: {scratch / 'windows.json'}")
     shutil.rmtree(scratch / "runs", ignore_errors=True)

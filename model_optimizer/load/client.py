@@ -1,28 +1,22 @@
 """Async streaming load generator for OpenAI-compatible servers (vLLM first).
 
 One ``aiohttp`` session sends streamed ``/v1/completions`` or ``/v1/chat/completions``
-requests and times every chunk. What one request measures (docs/design.md section 3, matching
-``vllm bench serve``: content chunks, ``usage``, what makes a stream fail) is defined in
-``model_optimizer.load.stream``, with the payload, the SSE parsing and the ``RequestRecord``.
+requests and stamps every socket read (``load.clock``: each request keeps its worst event-loop
+lag, the client's resolution). What one request measures is defined in ``load.stream``.
 
-Load shapes: warm-up requests first (closed loop at the same concurrency, excluded from the
-measurement, still passed to ``on_record`` with ``warmup=True``), then the measured window:
+Load shapes: warm-up requests first (closed loop, excluded from the measurement, passed to
+``on_record`` with ``warmup=True``), then, with ``warmup_steady_max_s``, more warm-up until
+throughput is steady (``load.warmup``), then the measured window:
 
 - ``request_rate: inf``: closed loop keeping ``concurrency`` requests in flight (None -> 1).
-- a number: open loop with seeded Poisson arrivals (exponential gaps) at that rate, capped at
-  ``concurrency`` in flight when it is set (a capped arrival waits for a free slot), uncapped
-  when it is None.
+- a number: open loop with seeded Poisson arrivals at that rate, capped at ``concurrency`` in
+  flight when it is set (a capped arrival waits for a free slot), uncapped when it is None.
 
-The window opens when the first measured request is sent. It closes when the last measured
-request finishes: ``num_requests`` and ``duration_s`` bound only the *sending* (whichever
-comes first); requests in flight at the deadline run to completion (or to their timeout) and
-count. QPS is therefore completed requests over a window that contains every one of them.
-All times in records and results are wall-clock epoch seconds derived from one anchor of
-the event loop's monotonic clock, so they are mutually consistent and monotonic.
-
-Prompts are consumed in order: warm-up request ``i`` uses ``prompts[i]``, measured request ``i``
-uses ``prompts[warmup_requests + i]``, cycling when the list runs out (with prefix caching on,
-a repeated prompt hits the cache; ``prompts_needed`` says how many to make).
+The window opens when the first measured request is sent and closes when the last finishes:
+``num_requests`` and ``duration_s`` bound only the *sending*; requests in flight at the
+deadline run to completion (or their timeout) and count. All times are wall-clock epoch
+seconds from one anchor of the event loop's monotonic clock. Prompts are consumed in order
+(warm-up first), cycling when the list runs out (``prompts_needed`` says how many to make).
 """
 
 from __future__ import annotations
@@ -298,9 +292,11 @@ class _LoadRun:
                 return
             parser = SSEParser()
             async for data in response.content.iter_any():
-                now_perf = self.clock.perf()
+                now_perf, before = self.clock.perf(), len(state.chunk_offsets_s)
                 for event in parser.feed(data):
                     state.handle(event, now_perf)
+                if record.warmup and self.warmup is not None:
+                    self.warmup.streamed(len(state.chunk_offsets_s) - before, now_perf)
                 if state.done:
                     break
             if not state.done:
@@ -312,8 +308,6 @@ class _LoadRun:
 
     def _deliver(self, record: RequestRecord) -> None:
         (self.warmup_records if record.warmup else self.records).append(record)
-        if record.warmup and record.ok and self.warmup is not None:
-            self.warmup.finished(self.clock.perf())
         if record.ok and not record.warmup and record.ttft_s is not None:
             bisect.insort(self.sorted_ttft_s, record.ttft_s)
         if self.on_record is None:

@@ -3,10 +3,13 @@
 A fresh vLLM CPU server runs its first minutes at a fraction of its later pace (measured
 2026-12-04: 15.0 then 44.3 req/s a minute apart on one server), so a fixed warm-up of a few
 requests leaves the ramp inside the measured window. After ``warmup_requests``, the warm-up
-goes on in rounds of :data:`ROUND_S` seconds, counting the requests that finish in each; it
-is **steady** when the last :data:`STEADY_ROUNDS` rounds' rates all lie within
-:data:`STEADY_SPREAD` of their mean (no step and no ramp steeper than that across them), and
-it gives up at ``warmup_steady_max_s`` (reported as not steady). The rounds, the time it
+goes on in rounds of :data:`ROUND_S` seconds, counting the tokens streamed in each (tokens,
+not completions: a closed loop of equal requests finishes them in waves, so completions per
+round jump by a wave while the token rate is smooth); it is **steady** when the last :data:`STEADY_ROUNDS` rounds' rates all lie within
+:data:`STEADY_SPREAD` of their mean and the first of them differs from the last by less than
+that spread too (a ramp of 5% a round is still a ramp), and
+it gives up at ``warmup_steady_max_s`` (reported as not steady), or after a whole round
+in which no token streamed (a failing server: the measured window then shows why). The rounds, the time it
 took and the verdict go into the run's figures (``warmup``).
 """
 
@@ -24,32 +27,33 @@ class SteadyWarmup:
 
     def __init__(self, start: float, max_s: float) -> None:
         self.start, self.max_s = start, max_s
-        self.finishes: list[float] = []
+        self.counts: dict[int, int] = {}  # round -> tokens streamed in it
         self.verdict: str | None = None  # "steady" / "not steady" once decided
         self.decided_at: float | None = None
 
-    def finished(self, now: float) -> None:
-        """One warm-up request finished (ok) at ``now``."""
-        self.finishes.append(now)
+    def streamed(self, tokens: int, now: float) -> None:
+        """``tokens`` content chunks of a warm-up request were read at ``now``."""
+        if tokens > 0 and now >= self.start:
+            index = int((now - self.start) // ROUND_S)
+            self.counts[index] = self.counts.get(index, 0) + tokens
 
     def rates(self, now: float) -> list[float]:
-        """Requests/s of each whole round so far."""
+        """Tokens/s of each whole round so far."""
         rounds = int((now - self.start) // ROUND_S)
-        counts = [0] * rounds
-        for t in self.finishes:
-            index = int((t - self.start) // ROUND_S)
-            if index < rounds:
-                counts[index] += 1
-        return [count / ROUND_S for count in counts]
+        return [self.counts.get(index, 0) / ROUND_S for index in range(rounds)]
 
     def done(self, now: float) -> bool:
         """Whether to stop warming up now (steady, or out of time); decides once."""
         if self.verdict is not None:
             return True
         rates = self.rates(now)[-STEADY_ROUNDS:]
-        if len(rates) == STEADY_ROUNDS and min(rates) > 0:
+        if rates and rates[-1] == 0:  # a whole round without a token: nothing to wait for
+            self.verdict, self.decided_at = "no tokens streamed", now
+            return True
+        if len(rates) == STEADY_ROUNDS:
             mean = sum(rates) / len(rates)
-            if all(abs(rate - mean) <= STEADY_SPREAD * mean for rate in rates):
+            if (all(abs(rate - mean) <= STEADY_SPREAD * mean for rate in rates)
+                    and abs(rates[-1] - rates[0]) < STEADY_SPREAD * mean):
                 self.verdict, self.decided_at = "steady", now
                 return True
         if now - self.start >= self.max_s:
@@ -61,6 +65,6 @@ class SteadyWarmup:
         """What the figures record of the warm-up."""
         end = self.decided_at if self.decided_at is not None else self.start
         return {"verdict": self.verdict, "seconds": round(end - self.start, 2),
-                "round_rates": [round(rate, 2) for rate in self.rates(end)],
-                "rule": f"rounds of {ROUND_S:g} s; steady when the last {STEADY_ROUNDS} lie "
-                        f"within {STEADY_SPREAD:.0%} of their mean"}
+                "round_tok_s": [round(rate, 1) for rate in self.rates(end)],
+                "rule": f"tokens per {ROUND_S:g} s round; steady when the last {STEADY_ROUNDS} "
+                        f"lie within {STEADY_SPREAD:.0%} of their mean, first to last too"}

@@ -95,7 +95,7 @@ def _assert_checked_against_the_server(metrics: dict, measured: list, workload: 
     warmup = metrics["warmup"]
     assert warmup["verdict"] in ("steady", "not steady")
     assert 9 <= warmup["seconds"] <= workload["warmup_steady_max_s"] + 1
-    assert len(warmup["round_rates"]) >= 3
+    assert len(warmup["round_tok_s"]) >= 3 and min(warmup["round_tok_s"]) > 0
     check = metrics["server_check"]
     assert check["server_requests"] == len(measured) == check["client_requests"]
     for name in ("ttft", "tpot", "e2e"):
