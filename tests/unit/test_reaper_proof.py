@@ -65,8 +65,15 @@ def test_an_engine_core_orphaned_by_sigkill_is_found_and_stopped(tmp_path, tiny_
     try:
         archive = Path(mopt.stdout.readline().split()[1])
         assert mopt.stdout.readline().startswith("load")
+        # mopt and its watchdog killed together (an OOM kill of the whole job, power loss):
+        # the watchdog, frozen first so mopt cannot replace it, is killed after mopt
+        watchdog = [child for child in psutil.Process(mopt.pid).children()
+                    if "watchdog.py" in " ".join(child.cmdline())]
+        assert len(watchdog) == 1
+        watchdog[0].suspend()
         mopt.send_signal(signal.SIGKILL)
         mopt.wait(timeout=10)
+        watchdog[0].kill()
         time.sleep(1.0)  # the parent-death signal ends the server's main process only
         orphans = server_processes(archive)
         assert orphans, "expected the engine core stand-in to outlive the SIGKILLed mopt"
