@@ -1,10 +1,10 @@
 """Clean up after a mopt that could not clean up after itself (SIGKILL, power loss, OOM kill).
 
-An archive still ``running`` whose writer is gone is *abandoned*. Parts of its server may
-still run, holding the accelerator's memory: the parent-death signal reaches the server's
-main process only, and a child of it (vLLM's ``EngineCore``) can outlive it. The next
-command that uses the runs folder stops them, then marks the archive ``interrupted`` and
-seals it, so no run is lost or left looking alive. An archive whose final status was written
+An archive still ``running`` whose writer is gone is *abandoned*. Its server was reaped
+within seconds by mopt's watchdog (``engine/watchdog.py``) unless that died with mopt (power
+loss, an OOM kill of the whole job); then parts of it may still run, holding the
+accelerator's memory. The next command that uses the runs folder stops them, then marks the
+archive ``interrupted`` and seals it, so no run is lost or left looking alive. An archive whose final status was written
 but whose manifest was not (killed in between) is sealed as it stands.
 
 The reaper acts on a process only with proof that it is that archive's server (the rule is
