@@ -15,7 +15,8 @@ gone, whatever the signal, and the watchdog reaps every process it watches:
 While mopt lives, the watchdog records every ``SCAN_S`` seconds the members of each watched
 process group and all their descendants (from ``/proc``: pid and start time, so a reused pid
 is never signalled), because vLLM's processes can leave the group and be reparented to init.
-A ``tag`` (``NAME=value``) also claims, at the end, every process whose environment holds it.
+At the end, a ``tag`` (``NAME=value``) also claims every process whose environment holds it,
+and ``log_path`` every process whose stdout or stderr is that file.
 A group is signalled only while a recorded process is still in it (the kernel does not reuse
 a pid that names a live group). Normal stops release their watch; when the last one is
 released mopt closes the pipe and the watchdog exits at once, so none outlives its use.
@@ -73,7 +74,34 @@ def _start_time(pid: int) -> int | None:
     return row[2] if row and row[3] not in "ZX" else None
 
 
-def _has_tag(pid: int, tag: bytes) -> bool:
+def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of a regular file with one link (no hard link can alias it)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    regular = (info.st_mode & 0o170000) == 0o100000
+    return (info.st_dev, info.st_ino) if regular and info.st_nlink == 1 else None
+
+
+def writes_to(pid: int, identity: tuple[int, int]) -> bool:
+    """True when ``pid``'s stdout or stderr is the file ``identity``: a descendant of the
+    server, which inherited its log (its environment may be unreadable: vLLM's engine core
+    and worker set their process title, which overwrites it)."""
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+            if (info.st_dev, info.st_ino) == identity:
+                return True
+    return False
+
+
+def _claimed(pid: int, tag: bytes | None, log_id: tuple[int, int] | None) -> bool:
+    """The process carries the watch's tag in its environment, or writes to its log."""
+    if log_id and writes_to(pid, log_id):
+        return True
+    if not tag:
+        return False
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
             return tag in handle.read().split(b"\0")
@@ -88,6 +116,7 @@ class Watched:
                  log_path: str | None):
         self.pid, self.grace_s, self.log_path = pid, grace_s, log_path
         self.tag = tag.encode() if tag else None
+        self.log_id = file_identity(log_path) if log_path else None
         self.known = {pid: start}  # pid -> start time
 
     def alive(self, table: dict) -> set[int]:
@@ -111,9 +140,10 @@ class Watched:
             grew = bool(children)
             parents |= children
             self.known.update({pid: table[pid][2] for pid in children})
-        if tags and self.tag:
+        if tags and (self.tag or self.log_id):
             self.known.update({pid: row[2] for pid, row in table.items()
-                               if pid != me and row[3] not in "ZX" and _has_tag(pid, self.tag)})
+                               if pid != me and row[3] not in "ZX"
+                               and _claimed(pid, self.tag, self.log_id)})
 
     def signal(self, table: dict, sig: int) -> int:
         """Send ``sig`` to the group (if still ours) and to each recorded process alive."""

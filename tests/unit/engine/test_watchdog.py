@@ -1,8 +1,10 @@
 """The watchdog on plain ``sleep`` processes: when mopt dies (SIGKILL, a kill of its whole
-group, Ctrl-C to its group), the watched group, a child that called setsid and a tagged process
-that double-forked away are all gone within seconds, though they ignore SIGTERM; a process not
-watched is untouched; a release stands the watchdog down and it exits; a killed watchdog is
-replaced; a fork of mopt does not keep the watchdog waiting.
+group, Ctrl-C to its group), the watched group, a child that called setsid and a process that
+double-forked away (claimed by a tag or by writing to the server's log) are all gone within
+seconds, though they ignore SIGTERM. A process not watched is untouched, and so is one the
+watchdog cannot prove is the server's (out of its tree and group, untagged, not writing to its
+log). A release stands the watchdog down and it exits; a killed watchdog is replaced; a fork
+of mopt does not keep the watchdog waiting.
 
 "mopt" here is a small Python process that loads ``engine/watchdog.py`` alone (it needs only
 the standard library), so it starts in a fraction of a second.
@@ -39,7 +41,8 @@ MOPT = textwrap.dedent("""
     dog = wd.WATCHDOG
     dog.grace_s = {grace}
     engine = subprocess.Popen(["sh", "-c", {engine!r}], start_new_session=True,
-                              env={{**os.environ, "MOPT_TEST_TAG": "mine"}})
+                              env={{**os.environ, "MOPT_TEST_TAG": "mine"}},
+                              stdout=open({log!r}, "ab") if {log_stdout!r} else None)
     bystander = subprocess.Popen(["sleep", "600"], start_new_session=True)
     dog.watch(engine.pid, tag={tag!r}, log_path={log!r})
     print(engine.pid, bystander.pid, dog.pid, flush=True)
@@ -83,10 +86,11 @@ class Mopt:
     """A stand-in mopt in a session of its own: its server (``ENGINE``), a bystander it does
     not watch, its watchdog. ``send(line)`` asks it to fork or to kill its watchdog."""
 
-    def __init__(self, tmp_path: Path, tag: str | None = None):
+    def __init__(self, tmp_path: Path, tag: str | None = None, log_stdout: bool = False):
         self.pid_file, self.log = tmp_path / "pids", tmp_path / "engine.log"
         code = MOPT.format(module=watchdog_module.__file__, grace=GRACE_S, tag=tag,
-                           engine=ENGINE.format(pids=self.pid_file), log=str(self.log))
+                           engine=ENGINE.format(pids=self.pid_file), log=str(self.log),
+                           log_stdout=log_stdout)
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.engine, self.bystander, self.dog = map(int, self.proc.stdout.readline().split())
@@ -143,8 +147,11 @@ def test_a_kill_of_mopts_group_reaps_the_server_group_and_its_setsid_child(mopt,
     assert f"mopt ended without stopping server {run.engine}" in log and "all gone" in log
 
 
-def test_a_tag_claims_a_process_that_double_forked_out_of_the_tree(mopt):
-    run = mopt(tag="MOPT_TEST_TAG=mine")
+@pytest.mark.parametrize("claim", ["tag", "log"])
+def test_a_process_that_double_forked_out_of_the_tree_is_claimed(mopt, claim):
+    """By the tag in its environment, or by its stdout: the server's log (vLLM's engine core
+    and worker overwrite their environment when they set their process title)."""
+    run = mopt(tag="MOPT_TEST_TAG=mine") if claim == "tag" else mopt(log_stdout=True)
     servers = run.server_pids()
     escaped = run.written_pids()[2]  # out of the tree and the group
     assert psutil.Process(escaped).ppid() != run.engine and os.getsid(escaped) == escaped
