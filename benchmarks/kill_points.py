@@ -25,7 +25,7 @@ at the kill. Leftovers are killed by hand after ``--wait`` so trials stay indepe
 SIGTERM) did.
 
     flock /work/cpu.lock python benchmarks/kill_points.py --repeats 3 [--signals KILL,TERM]
-        [--points api_up,healthy] > trials.jsonl
+        [--points api_up,healthy] [--code /path/to/another/checkout] > trials.jsonl
 
 About 45 s per trial on 2 idle cores. Archives go to a temp folder.
 """
@@ -155,8 +155,8 @@ def _archive(runs: Path) -> Path | None:
     return logs[0].parent if logs else None
 
 
-def trial(point: str, sig: signal.Signals, wait_s: float) -> dict:
-    """One ``mopt apply`` killed by ``sig`` at ``point``; its figures."""
+def trial(point: str, sig: signal.Signals, wait_s: float, code: Path = ROOT) -> dict:
+    """One ``mopt apply`` (mopt's code from ``code``) killed by ``sig`` at ``point``."""
     load_before, mark = os.getloadavg()[0], uuid.uuid4().hex
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
@@ -164,7 +164,7 @@ def trial(point: str, sig: signal.Signals, wait_s: float) -> dict:
             [sys.executable, "-m", "model_optimizer", "apply", str(RECIPE), "--runs-dir",
              str(runs), "--set", "workload.duration_s=10"], cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT), MARK: mark})
+            env={**os.environ, "PYTHONPATH": str(code), MARK: mark})
         archive, load_since, seen = None, None, {}
         try:
             while mopt.poll() is None:
@@ -223,6 +223,30 @@ def _name(proc: psutil.Process) -> str:
     return text[:30]
 
 
+def _cell(rows: list[dict]) -> str:
+    if not rows:
+        return "-"
+    left = [r.get("alive_after_15s", 1) for r in rows]  # an error counts as a failure
+    alive = sum(count > 0 for count in left)
+    processes = f" ({sum(left)} processes)" if alive else ""
+    gone = sorted(r["gone_after_s"] for r in rows if r.get("gone_after_s") is not None)
+    times = f"{gone[len(gone) // 2]:.1f} ({gone[0]:.1f}-{gone[-1]:.1f})" if gone else "never"
+    return f"{alive} of {len(rows)}{processes}; {times} s"
+
+
+def summary(rows: list[dict]) -> str:
+    """A markdown table: per point and signal, trials with a process alive 15 s after the
+    signal, and the median (range) seconds until the last one was gone."""
+    lines = ["| point | SIGKILL: trials with a process left at 15 s; all gone after | SIGTERM |",
+             "|---|---|---|"]
+    for point in POINTS:
+        cells = [_cell([r for r in rows if r.get("point") == point and r.get("signal") == name])
+                 for name in ("SIGKILL", "SIGTERM")]
+        if cells != ["-", "-"]:
+            lines.append(f"| {point} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Parse the flags; run every point for every signal, ``--repeats`` times."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -230,20 +254,29 @@ def main() -> None:
     parser.add_argument("--signals", default="KILL,TERM")
     parser.add_argument("--points", default=",".join(POINTS))
     parser.add_argument("--wait", type=float, default=60.0)
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="run mopt from this checkout (a before/after comparison)")
+    parser.add_argument("--summarize", type=Path, help="only print the table of a JSONL file")
     args = parser.parse_args()
+    if args.summarize:
+        print(summary([json.loads(line) for line in args.summarize.read_text().splitlines()]))
+        return
     points = args.points.split(",")
     unknown = set(points) - set(POINTS)
     if unknown:
         parser.error(f"unknown points {sorted(unknown)}; known: {', '.join(POINTS)}")
-    print(json.dumps({"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    print(json.dumps({"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "code": str(args.code),
                       "load": os.getloadavg(), "cpus": os.cpu_count()}), flush=True)
+    rows = []
     for repeat in range(args.repeats):
         for sig in (getattr(signal, f"SIG{name}") for name in args.signals.split(",")):
             for point in points:
-                row = trial(point, sig, args.wait)
-                print(json.dumps({"repeat": repeat + 1, **row}), flush=True)
+                rows.append({"repeat": repeat + 1,
+                             **trial(point, sig, args.wait, args.code.resolve())})
+                print(json.dumps(rows[-1]), flush=True)
     print(json.dumps({"end": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                       "load": os.getloadavg()}), flush=True)
+    print(summary(rows), file=sys.stderr)
 
 
 if __name__ == "__main__":
