@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -230,7 +231,7 @@ def _cell(rows: list[dict]) -> str:
     alive = sum(count > 0 for count in left)
     processes = f" ({sum(left)} processes)" if alive else ""
     gone = sorted(r["gone_after_s"] for r in rows if r.get("gone_after_s") is not None)
-    times = f"{gone[len(gone) // 2]:.1f} ({gone[0]:.1f}-{gone[-1]:.1f})" if gone else "never"
+    times = f"{statistics.median(gone):.1f} ({gone[0]:.1f}-{gone[-1]:.1f})" if gone else "never"
     return f"{alive} of {len(rows)}{processes}; {times} s"
 
 
