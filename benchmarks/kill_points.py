@@ -25,7 +25,7 @@ at the kill. Leftovers are killed by hand after ``--wait`` so trials stay indepe
 SIGTERM) did.
 
     flock /work/cpu.lock python benchmarks/kill_points.py --repeats 3 [--signals KILL,TERM]
-        [--points api_up,healthy] [--code /path/to/another/checkout] > trials.jsonl
+        [--points api_up,healthy] [--code /path/to/another/checkout] [--burn 2] > trials.jsonl
 
 About 45 s per trial on 2 idle cores. Archives go to a temp folder.
 """
@@ -257,6 +257,8 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=60.0)
     parser.add_argument("--code", type=Path, default=ROOT,
                         help="run mopt from this checkout (a before/after comparison)")
+    parser.add_argument("--burn", type=int, default=0,
+                        help="busy-loop processes beside the runs (other work, as in issue 37)")
     parser.add_argument("--summarize", type=Path, help="only print the table of a JSONL file")
     args = parser.parse_args()
     if args.summarize:
@@ -267,7 +269,22 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown points {sorted(unknown)}; known: {', '.join(POINTS)}")
     print(json.dumps({"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "code": str(args.code),
+                      "burn": args.burn,
                       "load": os.getloadavg(), "cpus": os.cpu_count()}), flush=True)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])  # noqa: S603
+               for _ in range(args.burn)]
+    try:
+        rows = _trials(args, points)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    print(json.dumps({"end": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                      "load": os.getloadavg()}), flush=True)
+    print(summary(rows), file=sys.stderr)
+
+
+def _trials(args: argparse.Namespace, points: list[str]) -> list[dict]:
     rows = []
     for repeat in range(args.repeats):
         for sig in (getattr(signal, f"SIG{name}") for name in args.signals.split(",")):
@@ -275,9 +292,7 @@ def main() -> None:
                 rows.append({"repeat": repeat + 1,
                              **trial(point, sig, args.wait, args.code.resolve())})
                 print(json.dumps(rows[-1]), flush=True)
-    print(json.dumps({"end": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                      "load": os.getloadavg()}), flush=True)
-    print(summary(rows), file=sys.stderr)
+    return rows
 
 
 if __name__ == "__main__":
