@@ -163,7 +163,7 @@ def trial(point: str, sig: signal.Signals, wait_s: float, code: Path = ROOT) -> 
         runs = Path(tmp) / "runs"
         mopt = subprocess.Popen(  # noqa: S603 - argv list
             [sys.executable, "-m", "model_optimizer", "apply", str(RECIPE), "--runs-dir",
-             str(runs), "--set", "workload.duration_s=10"], cwd=ROOT,
+             str(runs), "--set", "workload.duration_s=10"], cwd=code,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(code), MARK: mark})
         archive, load_since, seen = None, None, {}
