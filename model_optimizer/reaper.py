@@ -1,18 +1,22 @@
 """Clean up after a mopt that could not clean up after itself (SIGKILL, power loss, OOM kill).
 
-An archive still ``running`` whose writer is gone is *abandoned*. Parts of its server may
-still run, holding the accelerator's memory: the parent-death signal reaches the server's
-main process only, and a child of it (vLLM's ``EngineCore``) can outlive it. The next
-command that uses the runs folder stops them, then marks the archive ``interrupted`` and
-seals it, so no run is lost or left looking alive. An archive whose final status was written
-but whose manifest was not (killed in between) is sealed as it stands.
+An archive still ``running`` whose writer is gone is *abandoned*. Its server was reaped
+within seconds by mopt's watchdog (``engine/watchdog.py``) unless that died with mopt (power
+loss, an OOM kill of the whole job); then parts of it may still run, holding the
+accelerator's memory. The next command that uses the runs folder stops them, then marks the
+archive ``interrupted`` and seals it, so no run is lost or left looking alive. An archive
+whose final status was written but whose manifest was not (killed in between) is sealed as
+it stands.
 
 The reaper acts on a process only with proof that it is that archive's server (the rule is
 :func:`server_processes`): every server mopt launches carries the absolute path of its
 archive in its environment (``engine.supervisor.OWNER_ENV``), which its children inherit,
-and the archive must be a real folder under the runs dir (no symbolic link on the way), so
-a forged or linked ``status.json`` can neither name a victim nor make mopt write elsewhere.
-Pids and start times recorded in ``status.json`` are never trusted on their own.
+and writes to the archive's ``engine.log``, which they inherit too (vLLM's engine core and
+worker overwrite their environment when they set their process title: for them the log is
+the proof). The archive must be a real folder under the runs dir (no symbolic link on the
+way) and its log a regular file with no other hard link, so a forged or linked
+``status.json`` can neither name a victim nor make mopt write elsewhere. Pids and start
+times recorded in ``status.json`` are never trusted on their own.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import psutil
 from model_optimizer.archive import STATUS_INTERRUPTED, STATUS_RUNNING, RunArchive, utc_now
 from model_optimizer.archive.index import seal
 from model_optimizer.archive.manifest import writer_alive
-from model_optimizer.archive.names import MANIFEST_FILE, STATUS_FILE, STEPS_DIR
+from model_optimizer.archive.names import ENGINE_LOG, MANIFEST_FILE, STATUS_FILE, STEPS_DIR
 from model_optimizer.archive.run import RESERVE_NAME
 from model_optimizer.engine.supervisor import OWNER_ENV, owner_tag
+from model_optimizer.engine.watchdog import file_identity, writes_to
 
 log = logging.getLogger(__name__)
 GRACE_S = 10.0
@@ -58,12 +63,15 @@ def real_archive(folder: Path, runs_base: Path) -> bool:
 
 def server_processes(folder: Path) -> list[psutil.Process]:
     """The live processes proven to belong to the server the archive at ``folder``
-    launched: those whose environment names this very archive (``OWNER_ENV``)."""
+    launched: those whose environment names this very archive (``OWNER_ENV``), and those
+    whose stdout or stderr is its ``engine.log``."""
     tag, found = owner_tag(folder), []
+    log_id = file_identity(folder / ENGINE_LOG)
     for proc in psutil.process_iter(["environ", "status"]):
         env = proc.info.get("environ") or {}  # None: another user's process, unreadable
-        if (env.get(OWNER_ENV) == tag and proc.pid != os.getpid()
-                and proc.info.get("status") != psutil.STATUS_ZOMBIE):
+        if proc.pid == os.getpid() or proc.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
+        if env.get(OWNER_ENV) == tag or (log_id and writes_to(proc.pid, log_id)):
             found.append(proc)
     return found
 

@@ -8,8 +8,10 @@
 - ``parent_death_signal()``: a ``preexec_fn`` for a child server: Linux sends it SIGTERM
   when mopt dies, even by SIGKILL (``prctl(PR_SET_PDEATHSIG)``). Elsewhere it does nothing.
 
-SIGKILL cannot be caught: for that case the server's group is also reaped by the next mopt
-command (``model_optimizer.reaper``).
+SIGKILL cannot be caught, and a server may not act on the parent-death signal (vLLM ignores
+it while it starts): the server's processes are reaped by mopt's watchdog
+(``engine/watchdog.py``) within seconds, and the archive is marked by the next mopt command
+(``model_optimizer.reaper``).
 """
 
 from __future__ import annotations
@@ -91,10 +93,13 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     """A ``preexec_fn`` that asks Linux to send ``sig`` to the child when mopt dies.
 
     libc is loaded here, in the parent, so the child only makes one system call. If mopt
-    died between fork and prctl, the child exits at once. None where prctl is missing.
+    died between fork and prctl, the child exits at once. None where prctl is missing, and
+    off the main thread: Linux sends the signal when the *thread* that started the child
+    ends, so a server started by a worker thread would be stopped when that thread finished
+    (mopt's watchdog covers mopt's death there).
     """
     prctl = _libc_prctl()
-    if prctl is None:
+    if prctl is None or not _in_main_thread():
         return None
     parent = os.getpid()
 

@@ -12,9 +12,10 @@ while it waits for the engine core's ready message (a zmq poll of up to
 ``VLLM_ENGINE_READY_TIMEOUT_S``, 600 s), so a Ctrl-C during startup otherwise waited out
 the whole grace period.
 
-On Linux the server also gets SIGTERM when mopt itself dies, even by SIGKILL (a parent-death
-signal set in the child before it runs vLLM), and ``model_optimizer.reaper`` stops the group
-of an archive whose mopt vanished on the next command.
+When mopt itself dies, even by SIGKILL and while vLLM starts, the server is reaped within
+seconds by mopt's watchdog (``engine/watchdog.py``: the group, every descendant, every process
+tagged with this server's ``OWNER_ENV``); the server also gets a parent-death SIGTERM, honoured
+by vLLM once it is up. ``model_optimizer.reaper`` marks the archive on the next command.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from model_optimizer.engine.classify import (
     classify_start_failure,
 )
 from model_optimizer.engine.placement import Placement, place_server
+from model_optimizer.engine.watchdog import WATCHDOG, Watch
 from model_optimizer.errors import EXIT_START_FAILED, MoptError
 from model_optimizer.httpcall import HTTPCallError, call, join_url
 from model_optimizer.signals import interrupts_deferred, parent_death_signal
@@ -103,6 +105,7 @@ class EngineProcess:
     started_at: float | None = field(default=None, init=False)
     ready_after_s: float | None = field(default=None, init=False)
     _descendants: dict[int, psutil.Process] = field(default_factory=dict, init=False)
+    _watch: Watch | None = field(default=None, init=False)
 
     @property
     def pid(self) -> int | None:
@@ -112,8 +115,8 @@ class EngineProcess:
     def start(self) -> None:
         """Launch the server (argument list, no shell), logging to ``log_path``."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env_extra, "PYTHONUNBUFFERED": "1",
-               OWNER_ENV: owner_tag(self.log_path.parent)}  # the log lives in its archive
+        tag = owner_tag(self.log_path.parent)  # the log lives in its archive
+        env = {**os.environ, **self.env_extra, "PYTHONUNBUFFERED": "1", OWNER_ENV: tag}
         # A Ctrl-C during the fork itself would be lost (Python's at-fork handlers swallow the
         # KeyboardInterrupt: "Exception ignored in _releaseLock") or leave a server no one
         # stops: it is held until the process is recorded, then raised for the caller's stop.
@@ -123,6 +126,8 @@ class EngineProcess:
                 env=env, start_new_session=True, close_fds=True,
                 preexec_fn=parent_death_signal())  # noqa: PLW1509 - one prctl call
             self.started_at = time.monotonic()
+            self._watch = WATCHDOG.watch(self.process.pid, tag=f"{OWNER_ENV}={tag}",
+                                         log_path=self.log_path, grace_s=self.startup_grace_s)
 
     def identity(self) -> dict:
         """The server's pid and start time (epoch s), so a later mopt can find this group."""
@@ -135,7 +140,9 @@ class EngineProcess:
         return {"server_pid": self.process.pid, "server_started": created}
 
     def alive(self) -> bool:
-        """True while the main server process runs."""
+        """True while the main server process runs (and its watchdog, restarted if it died)."""
+        if self._watch is not None:
+            WATCHDOG.ensure()
         return self.process is not None and self.process.poll() is None
 
     def log_text(self) -> str:
@@ -211,6 +218,9 @@ class EngineProcess:
             log.exception("stopping the server group %s failed; killing it", self.process.pid)
             _signal_group(self.process.pid, signal.SIGKILL)
             return self.process.poll()
+        finally:  # stopped: the watchdog stands down (it exits after its last watch)
+            if self._watch is not None:
+                self._watch.release()
 
     def stop_grace_s(self) -> float:
         """Seconds between SIGTERM and SIGKILL: the full grace once the server was healthy."""

@@ -1,8 +1,13 @@
 """Real vLLM: ``kill -9`` of mopt during ``apply`` and during a probe-scan ``sweep`` leaves no
-vLLM process (API server or EngineCore) within 15 s (the parent-death signal stops the server
-group), and the next mopt command reaps the abandoned archives (interrupted, phase abandoned,
-sealed) and says so. One test, two launches: the sweep is the apply's next
-command; the reaper is the sweep's.
+vLLM process (API server, resource tracker, EngineCore, Worker) within 15 s, and the next mopt
+command reaps the abandoned archives (interrupted, phase abandoned, sealed) and says so. One
+test, two launches: the sweep is the apply's next command; the reaper is the sweep's. A
+second test kills ``apply`` while the engine core starts (vLLM does not act on SIGTERM then):
+mopt's watchdog leaves nothing within 15 s, with no next command (issue 37).
+
+vLLM's engine core and worker set their process title, which overwrites their environment:
+the test's mark cannot be read from them, so the processes are also found by the archive's
+proof (``reaper.server_processes``: its ``engine.log`` as their stdout).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import psutil
 import pytest
 
 from model_optimizer.engine.supervisor import OWNER_ENV
-from model_optimizer.reaper import reap_abandoned
+from model_optimizer.reaper import reap_abandoned, server_processes
 
 from .conftest import TEST_MARK, TINY_RECIPE, read_jsonl, run_mopt, start_mopt, vllm_processes
 
@@ -40,13 +45,21 @@ def _measuring(runs: Path, proc, skip: set[Path], count: int = 3, timeout: float
     raise AssertionError("the load did not start in time")
 
 
-def _kill_and_time_clean(proc, mark: str) -> float:
+def _server_pids(runs: Path, mark: str) -> set[int]:
+    """This test's vLLM processes: by its mark, or proven by an archive under ``runs``."""
+    found = set(vllm_processes(mark))
+    for log in runs.rglob("engine.log") if runs.exists() else []:
+        found |= {proc.pid for proc in server_processes(log.parent)}
+    return found
+
+
+def _kill_and_time_clean(proc, mark: str, runs: Path, least: int = 1) -> float:
     """SIGKILL mopt; seconds until no vLLM process of this test is left (or the bound)."""
-    assert vllm_processes(mark), "expected a vLLM server while mopt measures"
+    assert len(_server_pids(runs, mark)) >= least, "expected a vLLM server"
     proc.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     proc.wait(timeout=30)
-    while vllm_processes(mark) and time.monotonic() - killed < CLEAN_WITHIN_S + 30:
+    while _server_pids(runs, mark) and time.monotonic() - killed < CLEAN_WITHIN_S + 30:
         time.sleep(0.1)
     return time.monotonic() - killed
 
@@ -72,7 +85,7 @@ def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
                        "--set", "workload.duration_s=300", log=tmp_path / "apply.log")
     try:
         applied = _measuring(runs, apply, set())
-        apply_clean_s = _kill_and_time_clean(apply, mark)
+        apply_clean_s = _kill_and_time_clean(apply, mark, runs)
     finally:
         apply.kill()
     print(f"time to clean after kill -9 of apply: {apply_clean_s:.1f} s")
@@ -86,7 +99,7 @@ def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
                        log=tmp_path / "sweep.log")
     try:
         _measuring(runs, sweep, {applied})
-        sweep_clean_s = _kill_and_time_clean(sweep, mark)
+        sweep_clean_s = _kill_and_time_clean(sweep, mark, runs)
     finally:
         sweep.kill()
     print(f"time to clean after kill -9 of sweep (probe-scan): {sweep_clean_s:.1f} s")
@@ -107,3 +120,36 @@ def test_kill_9_leaves_no_vllm_and_the_next_command_reaps(tiny_model, tmp_path):
     assert listed.returncode == 0, listed.stderr
     statuses = {row["id"]: row["status"] for row in json.loads(listed.stdout)}
     assert statuses and not {"running", "abandoned"} & set(statuses.values()), statuses
+
+
+def _engine_core_starting(runs: Path, proc, timeout: float = 400) -> Path:
+    """The archive whose engine core has begun to initialise (the server not yet ready)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "mopt exited before the engine core started"
+        for log in runs.rglob("engine.log") if runs.exists() else []:
+            if "(EngineCore pid=" in log.read_text(errors="replace"):
+                return log.parent
+        time.sleep(0.1)
+    raise AssertionError("the engine core did not start in time")
+
+
+def test_kill_9_while_the_engine_core_starts_leaves_nothing_without_a_next_command(
+        tiny_model, tmp_path):
+    mark, runs = os.environ[TEST_MARK], tmp_path / "runs"
+    recipe = tmp_path / "tiny-cpu.yaml"
+    recipe.write_text(TINY_RECIPE.read_text().replace("../models/tiny-llama", str(tiny_model)))
+    apply = start_mopt("apply", str(recipe), "--runs-dir", str(runs),
+                       log=tmp_path / "apply.log")
+    try:
+        archive = _engine_core_starting(runs, apply)
+        # the API server, its resource tracker and the engine core at least
+        clean_s = _kill_and_time_clean(apply, mark, runs, least=3)
+    finally:
+        apply.kill()
+    log = (archive / "engine.log").read_text(errors="replace")
+    print(f"time to clean after kill -9 of apply while the engine core starts: {clean_s:.1f} s")
+    assert clean_s <= CLEAN_WITHIN_S, clean_s
+    assert "Application startup complete" not in log  # killed during the start-up
+    assert "[mopt watchdog" in log and "all gone" in log  # the watchdog did it, said so
+    assert _tagged_processes(runs) == []

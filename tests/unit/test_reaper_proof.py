@@ -65,8 +65,15 @@ def test_an_engine_core_orphaned_by_sigkill_is_found_and_stopped(tmp_path, tiny_
     try:
         archive = Path(mopt.stdout.readline().split()[1])
         assert mopt.stdout.readline().startswith("load")
+        # mopt and its watchdog killed together (an OOM kill of the whole job, power loss):
+        # the watchdog, frozen first so mopt cannot replace it, is killed after mopt
+        watchdog = [child for child in psutil.Process(mopt.pid).children()
+                    if "watchdog.py" in " ".join(child.cmdline())]
+        assert len(watchdog) == 1
+        watchdog[0].suspend()
         mopt.send_signal(signal.SIGKILL)
         mopt.wait(timeout=10)
+        watchdog[0].kill()
         time.sleep(1.0)  # the parent-death signal ends the server's main process only
         orphans = server_processes(archive)
         assert orphans, "expected the engine core stand-in to outlive the SIGKILLed mopt"
@@ -180,3 +187,58 @@ def test_a_finished_archive_of_a_live_writer_is_left_to_it(tmp_path):
     archive.set_status("ok")  # this process still runs: it will seal the archive itself
     reap_abandoned(tmp_path)
     assert not (archive.path / "manifest.json").exists()
+
+
+RETITLED = ("import setproctitle, time\n"
+            "setproctitle.setproctitle('VLLM::EngineCore')  # overwrites /proc/<pid>/environ\n"
+            "print('retitled', flush=True)\n"
+            "time.sleep(60)\n")
+
+
+def _retitled(log: Path, env: dict | None = None) -> subprocess.Popen:
+    """A process that sets its title as vLLM's engine core does, writing to ``log``."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-c", RETITLED], stdout=out, env=env,
+                                start_new_session=True)
+    deadline = time.monotonic() + 10
+    while "retitled" not in log.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    return proc
+
+
+def test_an_engine_core_whose_environment_was_overwritten_is_found_by_its_log(tmp_path):
+    """vLLM's engine core and worker set their process title, which wipes the environment
+    the tag lives in; the archive's log, inherited as stdout, still proves them its own."""
+    runs = tmp_path / "runs"
+    folder = runs / "20260101T000000Z-retitled-abcdef"
+    _forge(folder)
+    core = _retitled(folder / "engine.log", {**os.environ, OWNER_ENV: str(folder.resolve())})
+    try:
+        assert OWNER_ENV not in psutil.Process(core.pid).environ()  # the tag is unreadable
+        assert [p.pid for p in server_processes(folder)] == [core.pid]
+        assert reap_abandoned(runs) == [folder]
+        assert core.wait(timeout=15) is not None
+    finally:
+        core.kill()
+        core.wait()
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_log_linked_to_another_programs_output_is_not_proof(tmp_path, link):
+    runs, output = tmp_path / "runs", tmp_path / "someone-elses.log"
+    folder = runs / "20260101T000000Z-forged-abcdef"
+    _forge(folder)
+    output.write_text("")
+    other = _retitled(output)
+    try:
+        if link == "hard":
+            os.link(output, folder / "engine.log")
+        else:
+            (folder / "engine.log").symlink_to(output)
+        assert server_processes(folder) == []
+        assert reap_abandoned(runs) == [folder]
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

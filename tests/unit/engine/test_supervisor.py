@@ -6,10 +6,13 @@ must leave nothing behind: the process group, and a descendant that left it with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 
 from model_optimizer.engine import EngineProcess, EngineStartError, free_port
 from model_optimizer.engine.classify import ENGINE_DIED, KV_CACHE_TOO_SMALL, STARTUP_TIMEOUT
+from model_optimizer.engine.watchdog import WATCHDOG
 
 MOCK = [sys.executable, "-m", "model_optimizer.load.mock_server"]
 KV_SMALL = ("ValueError: To serve at least one request with the model's max seq len (4096), "
@@ -63,9 +67,11 @@ def test_ready_then_stop_leaves_no_process_even_one_that_left_the_group(tmp_path
         main_pid, child_pid = engine.pid, core_pid(engine.log_path)
         assert psutil.Process(child_pid).ppid() == main_pid
         assert (os.getpgid(child_pid) == main_pid) == (core == "group")
+        dog = WATCHDOG.pid
+        assert dog is not None and os.getsid(dog) == dog  # watching, out of mopt's session
     finally:
         engine.stop()
-    assert not engine.alive()
+    assert not engine.alive() and WATCHDOG.pid is None and gone(dog)  # no watchdog left
     assert gone(main_pid) and gone(child_pid)
     assert engine.stop() == engine.process.returncode  # idempotent
 
@@ -200,8 +206,6 @@ def test_a_ctrl_c_during_the_fork_is_raised_once_the_server_can_be_stopped(tmp_p
     """A Ctrl-C that lands while the server is being forked is held until the process is
     recorded, then raised: the caller's stop() finds the server (before, it was lost, or
     raised before the process was recorded and the server was left running)."""
-    import subprocess
-
     popen = subprocess.Popen
 
     def popen_hit_by_ctrl_c(*args, **kwargs):
@@ -216,3 +220,64 @@ def test_a_ctrl_c_during_the_fork_is_raised_once_the_server_can_be_stopped(tmp_p
     pid = engine.pid
     engine.stop()
     assert gone(pid)
+
+
+#: a server that ignores SIGTERM (vLLM while it starts) with a child that left its group
+DEAF_SERVER = "trap '' TERM; setsid sleep 600 & echo $! > {marker}; sleep 600 & wait"
+MOPT_STAND_IN = """
+import sys, time
+from pathlib import Path
+from model_optimizer.engine.supervisor import EngineProcess
+engine = EngineProcess(["sh", "-c", {server!r}], {{}}, Path({log!r}), "http://127.0.0.1:9",
+                       startup_grace_s=0.5)
+engine.start()
+print(engine.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow  # a mopt stand-in that imports the supervisor: about 1 s
+def test_a_server_deaf_to_sigterm_is_reaped_within_seconds_when_mopt_is_killed(tmp_path):
+    """Issue 37: a SIGKILLed mopt left vLLM running while it started (the parent-death
+    SIGTERM is not acted on then); the watchdog reaps the group and the escaped child."""
+    marker = tmp_path / "escaped.pid"
+    code = MOPT_STAND_IN.format(server=DEAF_SERVER.format(marker=marker),
+                                log=str(tmp_path / "engine.log"))
+    mopt = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    escaped = None
+    try:
+        server = int(mopt.stdout.readline())
+        deadline = time.monotonic() + 10
+        while not marker.exists() or not marker.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        escaped = int(marker.read_text())
+        members = {p.pid for p in psutil.Process(server).children(recursive=True)}
+        mopt.kill()
+        mopt.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not all(gone(pid) for pid in {server, escaped, *members}):
+            assert time.monotonic() < deadline, "the server outlived a SIGKILLed mopt"
+            time.sleep(0.05)
+        assert "mopt ended without stopping server" in (tmp_path / "engine.log").read_text()
+    finally:
+        mopt.kill()
+        for pid in (escaped,) if escaped else ():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_started_by_a_thread_outlives_the_thread(tmp_path):
+    """The parent-death signal fires when the *thread* that started the child ends: a
+    server started by a worker thread (a fleet starting engines at once) must not get it."""
+    engine = EngineProcess([sys.executable, "-c", "import time; time.sleep(60)"], {},
+                           tmp_path / "log", "http://127.0.0.1:9", grace_s=1)
+    worker = threading.Thread(target=engine.start)
+    worker.start()
+    worker.join()
+    try:
+        time.sleep(0.3)
+        assert engine.alive(), f"stopped when its thread ended ({engine.process.returncode})"
+    finally:
+        engine.stop()
+    assert gone(engine.pid) and WATCHDOG.pid is None
