@@ -10,6 +10,10 @@ server mopt measured. The rules an export adds are defined here once:
   reference for the deployment to supply (a Secret, the shell), never resolved into a file;
 - **secrets**: a value that looks like a secret is refused (``ExportError``), so no export
   can carry one even when the recipe check was bypassed;
+- **one line each**: a recipe string holding a control character (a newline would start a
+  new setting in a systemd unit) is refused here too, even when the recipe check was
+  bypassed; the recipe's file name, which is no recipe string, is escaped
+  (``security.one_line``) wherever a file names it;
 - **pins**: a recipe whose ``model.pins`` do not match the checkpoint on disk is refused
   unless forced (``models.pins``, the drift check's rule);
 - **resources**: accelerators = ``tensor_parallel_size``; host memory = the planned weights
@@ -33,6 +37,8 @@ from model_optimizer.recipe.render import (
     server_env,
     vllm_config,
 )
+from model_optimizer.recipe.security import control_strings
+from model_optimizer.recipe.yamlsource import dotted
 from model_optimizer.secrets import contains_secret, is_reference
 
 #: vLLM's port when none is given (its ``--port`` default)
@@ -169,9 +175,18 @@ def pin_labels(loaded: LoadedRecipe) -> dict[str, str]:
     return labels
 
 
+def check_one_line(loaded: LoadedRecipe) -> None:
+    """ExportError when a recipe string holds a control character (the module docstring)."""
+    for path, found, _ in control_strings(loaded.resolved):
+        raise ExportError(f"{loaded.path}: {dotted(path)} holds the control character "
+                          f"'{found}', which would start a new line in the exported files. "
+                          "Fix: write it on one line (mopt validate locates it)")
+
+
 def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool = False,
                      installed_vllm: str | None = None) -> Deployment:
     """The deployment of ``loaded``; ExportError when its pins drifted (unless ``force``)."""
+    check_one_line(loaded)
     problems = pin_problems(loaded)
     if problems and not force:
         raise ExportError(f"{loaded.path}: " + "; ".join(problems) + ". Refusing to export "

@@ -157,3 +157,34 @@ def test_snapshot_is_the_fallback_when_vllm_cannot_be_read(monkeypatch, tmp_path
     known, source = flags.known_flags({"nope"})
     flags._installed_flags.cache_clear()
     assert "max-num-seqs" in known and source == "vLLM 0.32.0 (mopt's snapshot)"
+
+
+@pytest.mark.parametrize(("yaml_line", "path", "shown"), [
+    ('model:\n  path: some/model\n  revision: "main\\n[Service]\\nExecStartPre=/opt/evil/payload '
+     '--run"', "model.revision", "\\n"),
+    ('validated:\n  at: "2026-01-01T00:00:00Z"\n  run_id: "r1\\rExecStartPre=x"',
+     "validated.run_id", "\\r"),
+    ('validated:\n  at: "2026-01-01T00:00:00Z"\n  run_id: r1\n  hardware: "cpu\\u2028x"',
+     "validated.hardware", "\\u2028"),
+    ('description: "colour \\e[31m"', "description", "\\x1b"),
+    ('model:\n  path: "some/model\\x85"', "model.path", "\\x85"),
+])
+def test_a_control_character_in_any_recipe_string_is_refused_where_it_stands(
+        yaml_line, path, shown):
+    text = VALID.replace("model:\n  path: some/model\n", "") + yaml_line + "\n"
+    if not yaml_line.startswith("model:"):
+        text += "model:\n  path: some/model\n"
+    diags = [d for d in errors_of(text) if d.path == path]
+    assert len(diags) == 1, [d.format() for d in errors_of(text)]
+    diag = diags[0]
+    assert f"control character '{shown}'" in diag.message
+    assert diag.file == "r.yaml" and diag.line is not None and diag.column is not None
+    assert "write it on one line" in diag.hint
+
+
+def test_a_control_character_in_a_key_is_refused_and_a_description_may_span_lines():
+    [diag] = errors_of(with_engine('extra_args: {"seed\\nworker-cls": "1"}'))
+    assert diag.path == "engine.extra_args.seed\nworker-cls" and diag.line == 6
+    assert "this key holds the control character '\\n'" in diag.message
+    text = VALID + 'description: "first line\\n\\tsecond line"\n'
+    assert load_recipe_text(text).resolved["description"] == "first line\n\tsecond line"
