@@ -22,6 +22,12 @@ COMPOSE_FILE = "compose.yaml"
 SHM_SIZE = "8gb"
 
 
+def compose_reference(var: str) -> str:
+    """``${VAR}`` as Compose interpolates it from the shell or ``.env``; ``docker compose``
+    refuses to start while it is unset or empty."""
+    return f"${{{var}:?set {var} (the recipe reads it from the environment)}}"
+
+
 def health_test(port: int) -> list[str]:
     """A health check that needs only the image's Python (no curl in the CPU image)."""
     return ["CMD", "python3", "-c", "import urllib.request; urllib.request.urlopen("
@@ -35,7 +41,8 @@ def service(dep: Deployment, startup_timeout_s: float) -> dict:
     if dep.model_is_local:
         volumes.append({"type": "bind", "source": dep.model, "target": dep.container_model,
                         "read_only": True})
-    environment = {**dep.env, **{name: f"${{{var}}}" for name, var in dep.env_refs.items()}}
+    environment = {**dep.env, **{name: compose_reference(var)
+                                 for name, var in dep.env_refs.items()}}
     resources: dict = {"limits": {"memory": f"{dep.memory_gib}g"}}
     if not dep.on_cpu:
         resources["reservations"] = {"devices": [
@@ -43,7 +50,7 @@ def service(dep: Deployment, startup_timeout_s: float) -> dict:
     return {
         "image": dep.image,
         "entrypoint": ["python3", *dep.module_argv],
-        "command": dep.container_args(),
+        "command": [*dep.container_args(), *dep.env_args(compose_reference)],
         "env_file": [f"./{ENV_FILE}"],
         "environment": environment,
         "ports": [f"{dep.host}:{dep.port}:{dep.port}"],

@@ -4,7 +4,8 @@
 official vLLM image (the config mounted, the model from a read-only PersistentVolumeClaim
 ``<name>-model``, ``/dev/shm`` in memory, the planned GPUs and host memory as resources,
 start-up, readiness and liveness probes on ``/health``, the recipe's identity and pins as
-annotations; ``${VAR}`` references of ``engine.env`` read from the Secret ``<name>-env``);
+annotations; ``${VAR}`` references of ``engine.env``, and the variables of options read
+from the environment (``--api-key $(VLLM_API_KEY)``), from the Secret ``<name>-env``);
 a Service; with ``hpa_max`` a HorizontalPodAutoscaler on vLLM's waiting-requests gauge
 (served to the custom metrics API by e.g. the Prometheus adapter).
 
@@ -38,10 +39,27 @@ def annotations(dep: Deployment) -> dict[str, str]:
     return {"mopt/" + key.removeprefix("mopt."): value for key, value in dep.labels.items()}
 
 
+def _secret(dep: Deployment, name: str, var: str) -> dict:
+    """``name`` from the key ``var`` of the Secret ``<name>-env`` (required: a pod without
+    it does not start)."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": f"{dep.name}-env",
+                                                         "key": var}}}
+
+
 def _env(dep: Deployment) -> list[dict]:
-    plain = [{"name": k, "value": v} for k, v in dep.env.items()]
-    return plain + [{"name": name, "valueFrom": {"secretKeyRef": {
-        "name": f"{dep.name}-env", "key": var}}} for name, var in dep.env_refs.items()]
+    """The server's environment: plain values, ``${VAR}`` references from the Secret, and
+    the variables its options read (``$(VAR)`` in the arguments)."""
+    env = [{"name": k, "value": v} for k, v in dep.env.items()]
+    env += [_secret(dep, name, var) for name, var in dep.env_refs.items()]
+    return env + [_secret(dep, var, var) for var in dict.fromkeys(dep.arg_refs.values())
+                  if var not in dep.env_refs]
+
+
+def _tune_env(dep: Deployment) -> list[dict]:
+    """A tune worker's environment: every variable its recipe reads (mopt expands the
+    ``${VAR}`` references itself when it launches a server)."""
+    names = dict.fromkeys([*dep.env_refs.values(), *dep.arg_refs.values()])
+    return [_secret(dep, var, var) for var in names]
 
 
 def _probe(dep: Deployment, failures: int) -> dict:
@@ -73,7 +91,8 @@ def deployment(dep: Deployment, replicas: int, startup_timeout_s: float) -> dict
     volumes, mounts = _volumes(dep)
     container = {
         "name": "vllm", "image": dep.image, "command": ["python3", *dep.module_argv],
-        "args": dep.container_args(), "ports": [{"name": "http", "containerPort": dep.port}],
+        "args": [*dep.container_args(), *dep.env_args(lambda var: f"$({var})")],
+        "ports": [{"name": "http", "containerPort": dep.port}],
         "env": _env(dep), "resources": _resources(dep), "volumeMounts": mounts,
         "startupProbe": _probe(dep, max(1, math.ceil(startup_timeout_s / PROBE_PERIOD_S))),
         "readinessProbe": _probe(dep, 3), "livenessProbe": _probe(dep, 6)}
@@ -125,7 +144,7 @@ def tune_job(dep: Deployment, workers: int, recipe_text: str, image: str) -> lis
     mounts.append({"name": "work", "mountPath": "/work"})
     container = {"name": "mopt-tune", "image": image, "command": ["mopt"], "args": args,
                  "env": [{"name": TUNE_STORAGE_ENV, "valueFrom": {"secretKeyRef": {
-                     "name": f"{dep.name}-tune-db", "key": "url"}}}, *_env(dep)],
+                     "name": f"{dep.name}-tune-db", "key": "url"}}}, *_tune_env(dep)],
                  "resources": _resources(dep), "volumeMounts": mounts}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": f"{dep.name}-tune", "annotations": annotations(dep)},

@@ -2,9 +2,13 @@
 
 ``ExecStart`` is the ``vllm`` format's argument list with absolute paths (the interpreter
 mopt runs under unless ``--python`` says otherwise), the environment comes from the
-exported ``vllm.env`` plus an optional ``/etc/mopt/<name>.secrets.env`` for the variables
-the recipe reads from ``${VAR}`` references. Restart on failure, the recipe's start-up
-timeout, the planned host memory as ``MemoryMax``, the whole control group stopped.
+exported ``vllm.env``. Where the recipe reads ``${VAR}`` references (``engine.env``, or an
+option such as ``--api-key ${VLLM_API_KEY}``, which ``ExecStart`` expands), they come from
+``/etc/mopt/<name>.secrets.env``: the unit does not start without that file, and an
+``ExecStartPre`` refuses to start the server while one of them is unset or empty (an empty
+``--api-key`` would leave it without authentication). Restart on failure, the recipe's
+start-up timeout, the planned host memory as ``MemoryMax``, the whole control group
+stopped.
 
 A unit is read line by line and expands ``%`` specifiers (and ``$`` variables in command
 lines), so every value is written as one line (``security.one_line``: a newline in a label
@@ -17,7 +21,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from model_optimizer.export.deployment import Deployment
+from model_optimizer.export.deployment import Deployment, secret_variables
 from model_optimizer.export.vllm import ENV_FILE, serve_argv
 from model_optimizer.recipe.security import one_line
 
@@ -41,6 +45,19 @@ def command_line(argv: list[str]) -> str:
     return shlex.join(literal(arg).replace("$", "$$") for arg in argv)
 
 
+def secrets_file(dep: Deployment) -> str:
+    """Where the unit reads the variables the recipe references."""
+    return f"/etc/mopt/{dep.name}.secrets.env"
+
+
+def require_argv(python: str, dep: Deployment, names: list[str]) -> list[str]:
+    """A command that fails, naming them, while any of ``names`` is unset or empty."""
+    code = ("import os, sys; missing = [n for n in sys.argv[1:] if not os.environ.get(n)]; "
+            f"sys.exit('set ' + ', '.join(missing) + ' in {secrets_file(dep)}' "
+            "if missing else 0)")
+    return [python, "-c", code, *names]
+
+
 def render(dep: Deployment, python: str, folder: Path, startup_timeout_s: float
            ) -> dict[str, str]:
     """The format's files, by name; ``folder`` is where the export lives (absolute)."""
@@ -50,10 +67,14 @@ def render(dep: Deployment, python: str, folder: Path, startup_timeout_s: float
         f"WorkingDirectory={literal(folder)}",
         f"EnvironmentFile={literal(folder / ENV_FILE)}",
     ]
-    if dep.env_refs:
-        service.append(f"EnvironmentFile=-/etc/mopt/{dep.name}.secrets.env")
+    needed = secret_variables(dep)
+    if needed:
+        service += [f"EnvironmentFile={secrets_file(dep)}",
+                    f"ExecStartPre={command_line(require_argv(python, dep, needed))}"]
+    from_env = "".join(f" {command_line([f'--{flag}'])} ${{{var}}}"
+                       for flag, var in dep.arg_refs.items())
     service += [
-        f"ExecStart={command_line(argv)}",
+        f"ExecStart={command_line(argv)}{from_env}",
         "Restart=on-failure",
         f"RestartSec={RESTART_SEC}",
         f"TimeoutStartSec={int(startup_timeout_s)}",
