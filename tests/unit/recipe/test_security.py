@@ -1,6 +1,9 @@
 """What a shared recipe may make mopt run: code-loading settings, secrets, binding, numbers."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -188,3 +191,30 @@ def test_a_control_character_in_a_key_is_refused_and_a_description_may_span_line
     assert "this key holds the control character '\\n'" in diag.message
     text = VALID + 'description: "first line\\n\\tsecond line"\n'
     assert load_recipe_text(text).resolved["description"] == "first line\n\tsecond line"
+
+
+HOSTILE_ENV = "env: {MY_SETTING: '${HOME}$(touch PWNED)}', HF_TOKEN: '${HF_TOKEN}'}"
+
+
+def pasted(line: str, cwd) -> dict[str, str]:
+    """Run ``line`` (a command prefix of assignments) in a real shell, as a person pasting
+    it would; the environment the command then sees."""
+    ran = subprocess.run(["sh", "-c", line + " env"], cwd=cwd, capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "HOME": "/home/me",
+                              "HF_TOKEN": "t0ken"}, timeout=30, check=True)
+    return dict(item.split("=", 1) for item in ran.stdout.splitlines() if "=" in item)
+
+
+def test_the_run_it_without_mopt_line_runs_nothing_when_pasted(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(with_engine(HOSTILE_ENV))
+    out = tmp_path / "v.yaml"
+    assert CliRunner().invoke(app, ["show", str(path), "--vllm-config", str(out)]).exit_code == 0
+    header = out.read_text().splitlines()[1].removeprefix("# Run it without mopt: ")
+    seen = pasted(header.split(" vllm serve")[0], tmp_path)
+    assert seen["MY_SETTING"] == "${HOME}$(touch PWNED)}" and seen["HF_TOKEN"] == "t0ken"
+    shown = CliRunner().invoke(app, ["show", str(path)]).stdout
+    line = next(li for li in shown.splitlines() if li.startswith("MY_SETTING="))
+    seen = pasted(line[:line.index(sys.executable)], tmp_path)
+    assert seen["MY_SETTING"] == "${HOME}$(touch PWNED)}" and seen["HF_TOKEN"] == "t0ken"
+    assert not (tmp_path / "PWNED").exists()
