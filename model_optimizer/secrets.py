@@ -39,7 +39,8 @@ _SWITCH_HEADS = frozenset({"allow", "enable", "disable", "use"})
 #: names whose values are URLs or connection strings that may carry credentials
 _URL_WORDS = frozenset({"url", "uri", "dsn", "endpoint", "storage", "connection"})
 
-_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+#: the whole value (``fullmatch``: ``$`` alone would also accept a final newline)
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _TOKEN_PATTERNS = (
     r"hf_[A-Za-z0-9]{20,}",                      # Hugging Face
     r"gh[pousr]_[A-Za-z0-9]{20,}",               # GitHub
@@ -85,7 +86,7 @@ def is_url_name(name: str) -> bool:
 
 def is_reference(value: object) -> bool:
     """True for a ``${VAR}`` reference to mopt's own environment."""
-    return isinstance(value, str) and bool(_REFERENCE.match(value))
+    return isinstance(value, str) and bool(_REFERENCE.fullmatch(value))
 
 
 def _random_looking(word: str) -> bool:

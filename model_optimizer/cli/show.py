@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +19,7 @@ from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.engine.placement import resolve_placement
 from model_optimizer.recipe.render import server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.security import code_settings
-from model_optimizer.recipe.writer import write_vllm_config
+from model_optimizer.recipe.writer import shell_value, write_vllm_config
 
 
 @handle_errors
@@ -52,8 +51,9 @@ def show(
     console.print(yaml.safe_dump(loaded.resolved, sort_keys=False), highlight=False,
                   markup=False)
     console.rule("vLLM command")
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    console.print((prefix + " " if prefix else "") + shlex.join(argv), highlight=False,
+    prefix = " ".join(f"{k}={shell_value(v)}" for k, v in env.items())
+    command = " ".join(shell_value(arg) for arg in argv)
+    console.print((prefix + " " if prefix else "") + command, highlight=False,
                   markup=False, soft_wrap=True)
     console.print(f"trust_remote_code: {str(trust).lower()}; code-loading settings allowed "
                   f"by engine.allow_code: {', '.join(allowed) or 'none'}", highlight=False,

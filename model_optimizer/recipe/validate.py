@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
+from collections.abc import Iterator
+from functools import cache
 
 import jsonschema
 
@@ -97,10 +100,43 @@ def _one_error(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagn
                             prefer_key="propertyNames" in error.absolute_schema_path)]
 
 
+@cache
+def ecma_pattern(pattern: str) -> re.Pattern:
+    """A JSON Schema ``pattern`` (ECMA 262) as Python reads it: ``$`` outside a character
+    class matches only at the very end (``\\Z``); Python's ``$`` also matches before a final
+    newline, which let ``name: "tiny\\n"`` through ``^[A-Za-z0-9._-]+$``."""
+    out, in_class, escaped = [], False, False
+    for char in pattern:
+        if escaped:
+            out.append(char)
+            escaped = False
+        elif char == "\\":
+            out.append(char)
+            escaped = True
+        elif char == "$" and not in_class:
+            out.append("\\Z")
+        else:
+            in_class = (in_class and char != "]") or (not in_class and char == "[")
+            out.append(char)
+    return re.compile("".join(out))
+
+
+def _pattern(validator: jsonschema.protocols.Validator, pattern: str, instance: object,
+             schema: dict) -> Iterator[jsonschema.ValidationError]:
+    """The ``pattern`` keyword with ECMA's ``$`` (``ecma_pattern``)."""
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+#: the recipe schema's validator: Draft 2020-12, patterns read as ECMA 262 reads them
+RecipeValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                               {"pattern": _pattern})
+
+
 def schema_diagnostics(doc: dict, smap: SourceMap, version: int | None = None) -> list[Diagnostic]:
     """Every schema violation of ``doc``, located through ``smap``."""
     schema = recipe_schema() if version is None else recipe_schema(version)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = RecipeValidator(schema)
     out: list[Diagnostic] = []
     for error in validator.iter_errors(doc):
         out.extend(_one_error(error, smap))

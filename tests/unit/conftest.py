@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 #: what the unit tests see unless marked ``real_cpu``: an x86 CPU on which vLLM's CPU engine
@@ -33,3 +35,12 @@ def an_avx512_cpu(request, tmp_path_factory, monkeypatch):
     if request.node.get_closest_marker("real_cpu"):
         return
     fake_cpu(tmp_path_factory.getbasetemp(), monkeypatch, AVX512_FLAGS)
+
+
+@pytest.fixture(autouse=True)
+def the_mock_recipe_secret_is_set(monkeypatch):
+    """The mock recipe (``tests/unit/mock_engine.py``) reads ``${MOPT_TEST_SECRET_TOKEN}``,
+    and mopt refuses to launch while a reference is unset: every unit test has a value
+    unless it sets its own (or deletes it to test that refusal)."""
+    if not os.environ.get("MOPT_TEST_SECRET_TOKEN"):
+        monkeypatch.setenv("MOPT_TEST_SECRET_TOKEN", "unit-test-secret-value")

@@ -50,7 +50,8 @@ def test_compose_runs_the_official_image_with_the_exported_config(tmp_path, mode
     assert mounts["/models/tiny"] == {"type": "bind", "source": str(model_dir),
                                       "target": "/models/tiny", "read_only": True}
     assert mounts["/etc/mopt/vllm.yaml"]["read_only"] is True
-    assert vllm["environment"] == {"HF_TOKEN": "${HF_TOKEN}"}
+    assert vllm["environment"] == {
+        "HF_TOKEN": "${HF_TOKEN:?set HF_TOKEN (the recipe reads it from the environment)}"}
     pins = loaded.resolved["model"]["pins"]["sha256"]
     assert vllm["labels"] == {"mopt.recipe": "tiny-export", "mopt.recipe-revision": "3",
                               "mopt.checkpoint-sha256": pins}

@@ -107,7 +107,7 @@ def test_an_export_never_writes_a_secret(tmp_path, model_dir, monkeypatch):
     assert len(written) > 10
     for path in written:
         assert secret not in path.read_bytes().decode(errors="replace"), path
-    assert "HF_TOKEN: ${HF_TOKEN}" in (out.folder / "compose.yaml").read_text()
+    assert "HF_TOKEN: ${HF_TOKEN:?set HF_TOKEN" in (out.folder / "compose.yaml").read_text()
 
 
 def test_a_literal_secret_is_refused_before_anything_is_written():

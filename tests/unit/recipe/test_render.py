@@ -3,8 +3,10 @@
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
+from model_optimizer.errors import UsageError
 from model_optimizer.recipe import load_recipe
 from model_optimizer.recipe.render import expand_references, server_env, vllm_argv, vllm_config
 from model_optimizer.recipe.writer import write_vllm_config
@@ -58,4 +60,15 @@ def test_native_config_matches_argv(tmp_path):
 def test_references_expand_from_the_environment():
     assert expand_references(["--api-key", "${K}", "x"], {"K": "s3cret"}) == [
         "--api-key", "s3cret", "x"]
-    assert expand_references({"HF_TOKEN": "${T}"}, {}) == {"HF_TOKEN": ""}
+    assert expand_references({"HF_TOKEN": "${T}"}, {"T": "t0ken"}) == {"HF_TOKEN": "t0ken"}
+
+
+@pytest.mark.parametrize("environ", [{}, {"K": ""}])
+def test_an_unset_or_empty_reference_is_an_error_naming_it_and_the_fix(environ):
+    """Not ``--api-key ''``: that would start a server without authentication."""
+    with pytest.raises(UsageError) as info:
+        expand_references(["--api-key", "${K}", "--x", "${OTHER}"], {**environ, "OTHER": "o"})
+    assert "${K}" in str(info.value) and "export K=..." in str(info.value)
+    assert "OTHER" not in str(info.value)
+    with pytest.raises(UsageError, match=r"\$\{A\}, \$\{B\}.*they are unset"):
+        expand_references({"X": "${B}", "Y": "${A}"}, {})

@@ -1,6 +1,9 @@
 """What a shared recipe may make mopt run: code-loading settings, secrets, binding, numbers."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -157,3 +160,61 @@ def test_snapshot_is_the_fallback_when_vllm_cannot_be_read(monkeypatch, tmp_path
     known, source = flags.known_flags({"nope"})
     flags._installed_flags.cache_clear()
     assert "max-num-seqs" in known and source == "vLLM 0.32.0 (mopt's snapshot)"
+
+
+@pytest.mark.parametrize(("yaml_line", "path", "shown"), [
+    ('model:\n  path: some/model\n  revision: "main\\n[Service]\\nExecStartPre=/opt/evil/payload '
+     '--run"', "model.revision", "\\n"),
+    ('validated:\n  at: "2026-01-01T00:00:00Z"\n  run_id: "r1\\rExecStartPre=x"',
+     "validated.run_id", "\\r"),
+    ('validated:\n  at: "2026-01-01T00:00:00Z"\n  run_id: r1\n  hardware: "cpu\\u2028x"',
+     "validated.hardware", "\\u2028"),
+    ('description: "colour \\e[31m"', "description", "\\x1b"),
+    ('model:\n  path: "some/model\\x85"', "model.path", "\\x85"),
+])
+def test_a_control_character_in_any_recipe_string_is_refused_where_it_stands(
+        yaml_line, path, shown):
+    text = VALID.replace("model:\n  path: some/model\n", "") + yaml_line + "\n"
+    if not yaml_line.startswith("model:"):
+        text += "model:\n  path: some/model\n"
+    diags = [d for d in errors_of(text) if d.path == path]
+    assert len(diags) == 1, [d.format() for d in errors_of(text)]
+    diag = diags[0]
+    assert f"control character '{shown}'" in diag.message
+    assert diag.file == "r.yaml" and diag.line is not None and diag.column is not None
+    assert "write it on one line" in diag.hint
+
+
+def test_a_control_character_in_a_key_is_refused_and_a_description_may_span_lines():
+    [diag] = errors_of(with_engine('extra_args: {"seed\\nworker-cls": "1"}'))
+    assert diag.path == "engine.extra_args.seed\nworker-cls" and diag.line == 6
+    assert "this key holds the control character '\\n'" in diag.message
+    text = VALID + 'description: "first line\\n\\tsecond line"\n'
+    assert load_recipe_text(text).resolved["description"] == "first line\n\tsecond line"
+
+
+HOSTILE_ENV = "env: {MY_SETTING: '${HOME}$(touch PWNED)}', HF_TOKEN: '${HF_TOKEN}'}"
+
+
+def pasted(line: str, cwd) -> dict[str, str]:
+    """Run ``line`` (a command prefix of assignments) in a real shell, as a person pasting
+    it would; the environment the command then sees."""
+    ran = subprocess.run(["sh", "-c", line + " env"], cwd=cwd, capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "HOME": "/home/me",
+                              "HF_TOKEN": "t0ken"}, timeout=30, check=True)
+    return dict(item.split("=", 1) for item in ran.stdout.splitlines() if "=" in item)
+
+
+def test_the_run_it_without_mopt_line_runs_nothing_when_pasted(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(with_engine(HOSTILE_ENV))
+    out = tmp_path / "v.yaml"
+    assert CliRunner().invoke(app, ["show", str(path), "--vllm-config", str(out)]).exit_code == 0
+    header = out.read_text().splitlines()[1].removeprefix("# Run it without mopt: ")
+    seen = pasted(header.split(" vllm serve")[0], tmp_path)
+    assert seen["MY_SETTING"] == "${HOME}$(touch PWNED)}" and seen["HF_TOKEN"] == "t0ken"
+    shown = CliRunner().invoke(app, ["show", str(path)]).stdout
+    line = next(li for li in shown.splitlines() if li.startswith("MY_SETTING="))
+    seen = pasted(line[:line.index(sys.executable)], tmp_path)
+    assert seen["MY_SETTING"] == "${HOME}$(touch PWNED)}" and seen["HF_TOKEN"] == "t0ken"
+    assert not (tmp_path / "PWNED").exists()
