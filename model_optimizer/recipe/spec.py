@@ -335,6 +335,9 @@ class ValidatedSpec(_Spec):
     hardware: str | None = None
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
+    resolved: bool | None = None
+    decision: dict[str, Any] | None = None
+    load_average: dict[str, Any] | None = None
 
 
 class RecipeSpec(_Spec):

@@ -105,9 +105,10 @@ class Difference:
         return max(self.pairs, math.ceil(needed))
 
     def to_dict(self) -> dict:
-        """JSON form (the revision's ``validated.decision`` and summary.json)."""
-        return {key: round(value, 5) if isinstance(value, float) else value
-                for key, value in asdict(self).items()}
+        """JSON form (the revision's ``validated.decision`` and summary.json; a bound beyond
+        what a float holds: None)."""
+        return {key: (round(value, 5) if math.isfinite(value) else None)
+                if isinstance(value, float) else value for key, value in asdict(self).items()}
 
     def __str__(self) -> str:
         return (f"{self.ratio:.3f} ({self.low:.3f}..{self.high:.3f}, {self.pairs} pairs, "
@@ -161,9 +162,9 @@ class Drift:
         return (self.low > 0 or self.high < 0) and abs(self.per_10min) >= DRIFT_FLOOR
 
     def to_dict(self) -> dict:
-        """JSON form for summary.json."""
-        return {**{k: round(v, 5) if isinstance(v, float) else v
-                   for k, v in asdict(self).items()}, "detected": self.detected}
+        """JSON form for summary.json and the revision (an unknown bound: None)."""
+        return {**{k: (round(v, 5) if math.isfinite(v) else None) if isinstance(v, float)
+                   else v for k, v in asdict(self).items()}, "detected": self.detected}
 
     def sentence(self) -> str:
         """The drift in words."""
@@ -195,14 +196,20 @@ def drift_of(readings: Iterable[tuple[object, float, float]]) -> Drift | None:
     slope = sxy / sxx
     dof = count - len(groups) - 1
     if dof < 1:
-        return Drift(slope * 10, -math.inf, math.inf, count, len(groups))
+        return Drift(_per_10min(slope), -math.inf, math.inf, count, len(groups))
     residual = 0.0
     for group in groups.values():
         mean_t = statistics.fmean(m for m, _ in group)
         mean_y = statistics.fmean(y for _, y in group)
         residual += sum((y - mean_y - slope * (m - mean_t)) ** 2 for m, y in group)
     half = t_quantile(dof, 0.975) * math.sqrt(residual / dof / sxx)
-    return Drift(slope * 10, (slope - half) * 10, (slope + half) * 10, count, len(groups))
+    return Drift(_per_10min(slope), _per_10min(slope - half), _per_10min(slope + half), count,
+                 len(groups))
+
+
+def _per_10min(slope: float) -> float:
+    """A log-slope per minute as the relative change over 10 minutes."""
+    return math.expm1(max(min(slope * 10.0, 50.0), -50.0))
 
 
 def projection(needed_rounds: int, per_round: int, window_minutes: float) -> dict:

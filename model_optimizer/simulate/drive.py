@@ -51,7 +51,8 @@ class Clock:
 
     def spent(self) -> bool:
         """True when one more window would not leave room for the confirmation."""
-        return over_budget(self.bench.clock, self.budget, CONFIRM_S, self.window_s)
+        return over_budget(self.bench.clock, self.budget, CONFIRM_S, self.window_s,
+                           self.bench.noise.launch_s(self.bench.curve.gpu))
 
     @property
     def window_minutes(self) -> float:

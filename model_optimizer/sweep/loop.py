@@ -84,6 +84,7 @@ class SweepState(SearchState):
     strict: bool = False                # refuse to write a choice that is not resolved
     budget: float | None = None         # minutes (sweep.budget, or --budget)
     step_seconds: list[float] = field(default_factory=list)  # each history entry's duration
+    launch_s: float | None = None       # how long the first server took to start (timed)
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -164,7 +165,10 @@ class SweepRunner(Finish):
             probe = ProbeServer(self.loaded, self.session.steps_dir, int(self.state.config.max),
                                 self.state.objective, self.session.archive.id, self.emit,
                                 self.engine_factory)
+            began = self.session.elapsed()
             with probe:
+                if self.state.launch_s is None and probe.started:
+                    self.state.launch_s = round(self.session.elapsed() - began, 2)
                 self.state.server_launches += 1
                 self.session.save()
                 if probe.started:
@@ -226,7 +230,7 @@ class SweepRunner(Finish):
         if config.max_launches is not None and used >= config.max_launches:
             return True
         return over_budget(self.session.elapsed(), self._budget(), self._confirm_seconds(),
-                           60.0 * self._window_minutes())
+                           60.0 * self._window_minutes(), self.state.launch_s)
 
     def _budget(self) -> float:
         """The sweep's budget in minutes."""
@@ -327,6 +331,8 @@ class SweepRunner(Finish):
         self.state.step_figures.append(figures)
         self.state.history.append(point)
         self.state.step_seconds.append(round(self.session.elapsed() - began, 2))
+        if self.state.launch_s is None and self.probe is None and point.launches:
+            self.state.launch_s = self.state.step_seconds[-1]   # a launch and its window
         self.session.save()
         self.emit(SweepStepDone(point.value, point.status, point.metric, point.failure_kind,
                                 point.half_width))

@@ -258,6 +258,8 @@ def decision_sentence(summary: dict) -> str:
 def drift_sentence(drift: dict) -> str:
     """The server's drift in words."""
     verdict = "detected" if drift["detected"] else "not detected"
-    return (f"drift {verdict}: {drift['per_10min']:+.1%} per 10 min "
-            f"({drift['low']:+.1%}..{drift['high']:+.1%}, 95%), from {drift['windows']} "
-            f"windows of {drift['configurations']} values read early and again late")
+    bounds = "unknown" if drift["low"] is None or drift["high"] is None else \
+        f"{drift['low']:+.1%}..{drift['high']:+.1%}"
+    return (f"drift {verdict}: {drift['per_10min']:+.1%} per 10 min ({bounds}, 95%), from "
+            f"{drift['windows']} windows of {drift['configurations']} values read early and "
+            "again late")

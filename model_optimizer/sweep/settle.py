@@ -56,6 +56,8 @@ from model_optimizer.sweep.strategy import choose
 
 #: challengers measured in one round beside the candidate (the weakest bounds first)
 MAX_CHALLENGERS = 3
+#: rounds at most, whatever the budget (windows that take no time, as a test's, end somewhere)
+MAX_ROUNDS = 200
 #: the strategy's candidate from a history
 Candidate = Callable[[Sequence[Any]], Any]
 
@@ -106,8 +108,10 @@ class Settled:
             s.answer == "above" for s in self.standings)
 
     def open(self) -> list[Standing]:
-        """The standings not yet shown, weakest first."""
-        return sorted((s for s in self.standings if s.answer != "above"), key=lambda s: s.low)
+        """The standings not yet shown, weakest first (among the unknown, the strongest
+        reading first)."""
+        return sorted((s for s in self.standings if s.answer != "above"),
+                      key=lambda s: (s.low, -s.reading))
 
     def more(self, threshold: float, window_minutes: float) -> dict | None:
         """What would resolve it (None when resolved, or when the measured variance cannot
@@ -178,7 +182,7 @@ def settle(threshold: float, history: Sequence[Any], candidate: Candidate, *,
 
 def _round(state: Settled, index: int) -> list:
     """The next round's values in measuring order (empty: nothing left to measure)."""
-    if state.value is None:
+    if state.value is None or index >= MAX_ROUNDS:
         return []
     left = state.open()
     if not left:
@@ -222,7 +226,8 @@ def _timed(history: Sequence[Any]) -> dict[int, float]:
     if measured together."""
     drift = drift_of((key(p.value), float(i), p.metric) for i, p in enumerate(history)
                      if p.acceptable and p.metric)
-    slope = drift.per_10min / 10.0 if drift is not None and math.isfinite(drift.low) else 0.0
+    slope = math.log1p(drift.per_10min) / 10.0 \
+        if drift is not None and math.isfinite(drift.low) else 0.0
     return {id(point): point.metric * math.exp(-slope * index)
             for index, point in enumerate(history) if point.acceptable and point.metric}
 
@@ -381,15 +386,17 @@ def window_minutes(step_seconds: Sequence[float], fallback_s: float) -> float:
     return (statistics.median(timed) if timed else fallback_s) / 60.0
 
 
-#: what a launch is assumed to cost when the budget keeps room for the confirmation's own
+#: what the confirmation's launch is assumed to cost before any launch was timed
 LAUNCH_RESERVE_S = 60.0
 
 
 def over_budget(elapsed_s: float, budget_minutes: float, confirm_s: float,
-                window_s: float) -> bool:
+                window_s: float, launch_s: float | None = None) -> bool:
     """True when one more window (``window_s``) would leave too little of the budget for the
-    sustained confirmation (``confirm_s`` and its launch): the search and the settling stop."""
-    return elapsed_s + window_s + confirm_s + LAUNCH_RESERVE_S > budget_minutes * 60.0
+    sustained confirmation (``confirm_s`` and its launch, ``launch_s`` as timed, else
+    :data:`LAUNCH_RESERVE_S`): the search and the settling stop."""
+    launch = LAUNCH_RESERVE_S if launch_s is None else launch_s
+    return elapsed_s + window_s + confirm_s + launch > budget_minutes * 60.0
 
 
 def settled_choice(config: Any, history: Sequence[Any], knee: dict | None,
