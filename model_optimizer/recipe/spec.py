@@ -203,12 +203,11 @@ class SweepSpec(_Spec):
     resolution: Number = 1
     relative_resolution: Number | None = None
     repeats: int = 1
-    max_launches: int | None = 12
-    max_minutes: Number | None = None
-    confirm_duration_s: Number = 60
+    budget: Number = 30
+    max_launches: int | None = None
+    confirm_duration_s: Number | None = None
     objective_class: str | None = None
     strategy: Literal["auto", "probe-scan", "probe-fit", "relaunch"] = "auto"
-    remeasure_rounds: int = 2
 
 
 class TuneParamSpec(_Spec):
@@ -337,6 +336,9 @@ class ValidatedSpec(_Spec):
     hardware: str | None = None
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
+    resolved: bool | None = None
+    decision: dict[str, Any] | None = None
+    load_average: dict[str, Any] | None = None
 
 
 class RecipeSpec(_Spec):

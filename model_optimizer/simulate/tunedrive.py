@@ -138,6 +138,9 @@ class _NoSession:
     def save(self) -> None:
         """Nothing is archived."""
 
+    def sample_load(self) -> None:
+        """The simulated machine has no load."""
+
 
 def _ignore(event) -> None:
     """Progress events go nowhere."""
