@@ -47,6 +47,8 @@ def _recipe_lines(status: Status, now: datetime) -> list[str]:
              f"(run {current.run_id}, {current.status})"]
     if current.passed_over:
         lines.append(f"  passed over (no longer there): {', '.join(current.passed_over)}")
+    if current.untrusted:
+        lines.append(f"  ignored (not trusted): {'; '.join(current.untrusted)}")
     if not recipe.get("valid", True):
         return lines + ["  does not validate:", *(f"    {e}" for e in recipe["errors"])]
     lines += _validated_lines(recipe.get("validated"), now)
