@@ -39,7 +39,8 @@ def _validated_lines(validated: dict | None, now: datetime) -> list[str]:
 def _recipe_lines(status: Status, now: datetime) -> list[str]:
     current = status.current
     if current is None:
-        return ["current recipe: none (no run here names a recipe file that still exists)"]
+        return ["current recipe: none (no archive here that verifies names a recipe file "
+                "that still exists)"]
     recipe = status.recipe or {}
     lines = [f"current recipe: {current.path} ({recipe.get('name', '?')}, revision "
              f"{recipe.get('revision', current.revision)})",
