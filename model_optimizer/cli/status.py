@@ -54,6 +54,10 @@ def _recipe_lines(status: Status, now: datetime) -> list[str]:
         return lines + ["  does not validate:", *(f"    {e}" for e in recipe["errors"])]
     lines += _validated_lines(recipe.get("validated"), now)
     lines += [f"drift: {message}" for message in status.drift] or ["drift: none"]
+    verification = status.verification
+    if verification is not None:
+        lines.append(f"verification: {verification['line']}"
+                     + ("" if verification["here"] else " (not this environment)"))
     pre = status.preflight or {}
     for label, items in (("refuses", pre.get("refusals")), ("warns", pre.get("warnings"))):
         lines += [f"preflight {label}: {item['file']}:{item['line']}: {item['path']}: "
@@ -80,7 +84,8 @@ def status_lines(status: Status, now: datetime | None = None) -> list[str]:
     machine = status.machine
     lines = [f"runs dir: {status.runs_dir}",
              f"this machine: vLLM {machine.get('vllm') or 'not installed'} "
-             f"({machine.get('vllm_distribution') or '-'}), {machine.get('hardware')}"]
+             f"({machine.get('vllm_distribution') or '-'}), {machine.get('hardware')}"
+             + (f", driver {machine['driver']}" if machine.get("driver") else "")]
     lines += _recipe_lines(status, now)
     lines += _recent_lines(status)
     lines.append("next:")

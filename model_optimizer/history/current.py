@@ -31,7 +31,7 @@ from model_optimizer.errors import UsageError
 
 #: archive kind -> the command that used the recipe
 USED_BY = {"run": "apply", "sweep": "sweep", "tune": "tune", "rollback": "rollback",
-           "quantize": "quantize", "optimize": "optimize", "eval": "eval"}
+           "quantize": "quantize", "optimize": "optimize", "eval": "eval", "verify": "verify"}
 
 
 class NoCurrentRecipe(UsageError):

@@ -336,6 +336,7 @@ class ValidatedSpec(_Spec):
     hardware: str | None = None
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
+    driver: str | None = None
 
 
 class RecipeSpec(_Spec):

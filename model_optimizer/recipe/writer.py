@@ -252,24 +252,45 @@ def lock_path(output: str | Path) -> Path:
 @contextlib.contextmanager
 def revision_lock(output: str | Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the exclusive ``fcntl.flock`` of ``output``'s lock file (waiting at most
-    ``timeout_s``; then a UsageError naming the file)."""
+    ``timeout_s``; then a UsageError naming the file). The file is removed before the lock
+    is released, so none is left beside the recipe; a waiter that then holds the lock of a
+    removed file opens the path again (the lock is the file the path names)."""
     path = lock_path(output)
     deadline = time.monotonic() + timeout_s
-    with open(path, "a+") as handle:
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise UsageError(f"{path} is held by another mopt writing {output}; "
-                                     "wait for it (if none runs, delete the lock file)"
-                                     ) from None
-                time.sleep(0.05)
+    while True:
+        handle = open(path, "a+")  # noqa: SIM115 - closed below, after the unlock
+        if _acquired(handle, deadline, path, output) and _still_named(handle, path):
+            break
+        handle.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle.close()
+
+
+def _acquired(handle, deadline: float, path: Path, output: str | Path) -> bool:
+    """Wait for the exclusive lock on ``handle`` until ``deadline`` (UsageError after)."""
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise UsageError(f"{path} is held by another mopt writing {output}; wait "
+                                 "for it (if none runs, delete the lock file)") from None
+            time.sleep(0.05)
+
+
+def _still_named(handle, path: Path) -> bool:
+    """True when ``path`` still names the file ``handle`` locked (not removed meanwhile)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def file_revision(output: str | Path) -> int | None:

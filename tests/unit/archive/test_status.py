@@ -69,8 +69,10 @@ def test_validated_recipe_shows_its_figures_and_drift(tmp_path, monkeypatch):
     assert report.recipe["revision"] == 3
     assert report.recipe["validated"]["metrics"]["qps"] == 10.0
     assert any("1x NVIDIA A10" in message for message in report.drift)
-    assert report.next[0]["command"].startswith("mopt sweep")
-    assert "re-validate" in report.next[0]["why"]
+    # drift: verify it here first (issue 39), or re-validate it at once
+    assert report.next[0]["command"] == "mopt verify"
+    assert report.next[1]["command"].startswith("mopt sweep")
+    assert "re-validate" in report.next[1]["why"]
     text = "\n".join(status_lines(report))
     assert "10.00 req/s" in text and "drift: recipe tiny-cpu revision 3" in text
 

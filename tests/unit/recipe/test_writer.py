@@ -242,4 +242,5 @@ def test_before_write_sees_the_text_it_replaces_under_the_lock(tmp_path):
     write_revision(load_recipe(path), {("engine", "max_num_seqs"): 2}, VALIDATED, path,
                    before_write=seen.append)
     assert seen == [before]
-    assert lock_path(path) == tmp_path / ".r.yaml.lock" and lock_path(path).exists()
+    assert lock_path(path) == tmp_path / ".r.yaml.lock"
+    assert not lock_path(path).exists()  # removed when released: nothing left beside it
