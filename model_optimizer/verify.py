@@ -294,9 +294,10 @@ def report_lines(result: VerifyResult) -> list[str]:
                          f"{change:>8} {noise:>6}  {check.verdict}"
                          + (f" ({check.note})" if check.note else ""))
         lines += ["", "A figure regressed when it is worse than validated by more than the "
-                  "noise: the largest of both runs' 95% intervals combined, the validating "
-                  "search's run-to-run noise, the 10% minimum effect and either run's "
-                  "drift between its halves (docs/production.md)."]
+                  "noise: the largest of both runs' 95% intervals combined (for a latency "
+                  "also their throughput's), the validating search's run-to-run noise, the "
+                  "10% minimum effect and either run's drift between its halves "
+                  "(docs/production.md)."]
     lines += ["", verdict_line(result)]
     lines += [f"next: {step['command']}  # {step['why']}" for step in result.next]
     return lines

@@ -10,6 +10,9 @@ throughput, higher latency) by more than the **noise**, the largest of:
   figure (batch means for rates, a bootstrap for latency percentiles; ``load/steady.py``)
   combined as for a difference, ``sqrt(h_old^2 + h_new^2)``, relative to the validated
   value (one side without an interval counts as noisy as the other);
+- for a latency, the same for the runs' **throughput** (QPS): its batch means see how the
+  machine's speed moved during each run, which a bootstrap over requests cannot; what
+  slows a run moves its latencies as much as its throughput;
 - the **archived noise** of the search that validated the revision: the pooled coefficient
   of variation of the windows it read more than once (``summary.json`` ``noise.cv``), as the
   band of a difference of two such readings, ``1.96 * sqrt(2) * cv``. It is measured on
@@ -140,9 +143,10 @@ class Verdict:
                 "regressed": [c.metric for c in self.regressed],
                 "archived_cv": self.archived_cv, "checks": [c.to_dict() for c in self.checks],
                 "rule": "regressed when worse than validated by more than the noise: the "
-                        "largest of the 95% intervals of both runs combined, the validating "
-                        "search's run-to-run noise (1.96 x sqrt(2) x CV), the 10% minimum "
-                        "effect and either run's drift between its halves"}
+                        "largest of the 95% intervals of both runs combined (for a latency "
+                        "also their throughput's), the validating search's run-to-run noise "
+                        "(1.96 x sqrt(2) x CV), the 10% minimum effect and either run's "
+                        "drift between its halves"}
 
 
 # ----- the noise ---------------------------------------------------------------------------
@@ -169,6 +173,10 @@ def noise_band(key: str, old: Evidence, new: Evidence, base: float,
     band = _interval_band(key, old, new, base)
     if band is not None:
         parts["the 95% intervals of both runs"] = band
+    rate = old.value("qps")
+    speed = _interval_band("qps", old, new, rate) if key not in RATE_WEIGHTS and rate else None
+    if speed is not None:
+        parts["the throughput intervals of both runs"] = speed
     if archived_cv is not None and archived_cv >= 0:
         parts[f"the validating search's run-to-run noise (CV {archived_cv:.0%})"] = (
             Z95 * math.sqrt(2) * archived_cv)

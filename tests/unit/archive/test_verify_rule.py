@@ -144,3 +144,21 @@ def test_non_numbers_are_not_figures():
     result = judge(Evidence({"qps": "12", "ttft_p50_ms": float("nan"), "e2e_p50_ms": True}),
                    Evidence({"qps": 1.0, "ttft_p50_ms": 1.0, "e2e_p50_ms": 1.0}))
     assert result.judged == []
+
+
+def test_a_latency_is_judged_against_the_runs_throughput_noise_too(recorded):
+    """A TTFT bootstrap sees requests, not the machine slowing: with QPS intervals of 20%
+    on each side, a 25% slower TTFT p50 is within the runs' speed noise (28%)."""
+    noisy = copy.deepcopy(recorded)
+    noisy["intervals"]["qps"]["half_width"] = 0.2 * recorded["qps"]
+    slower = copy.deepcopy(noisy)
+    slower["ttft_p50_ms"] = recorded["ttft_p50_ms"] * 1.25
+    result = judge(Evidence(noisy), Evidence(slower))
+    ttft = next(c for c in result.checks if c.metric == "ttft_p50_ms")
+    assert ttft.verdict == "holds"
+    assert ttft.noise_from == "the throughput intervals of both runs"
+    assert ttft.noise == pytest.approx(math.hypot(0.2, 0.2))
+    # with the recorded (tight) throughput interval the same change is a regression
+    tight = copy.deepcopy(recorded)
+    tight["ttft_p50_ms"] = recorded["ttft_p50_ms"] * 1.25
+    assert verdicts(judge(Evidence(recorded), Evidence(tight)))["ttft_p50_ms"] == "regressed"
