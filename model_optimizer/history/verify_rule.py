@@ -26,9 +26,9 @@ that either side lacks, or a TPOT a side cannot show (its outputs arrived in one
 :func:`.stats.coalesced_fraction`), is **not judged**. The revision holds when no judged
 figure regressed and at least one was judged.
 
-The runs of one machine swing by 20-70% between windows minutes apart
-(``../shared/DESIGN.md``); a fixed tolerance under that noise calls noise a regression,
-which is why there is none here.
+The runs of one machine swing by 20-60% between runs minutes apart (docs/design.md
+section 4); a fixed tolerance under that noise calls noise a regression, which is why there
+is none here.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 
-from .fakes import make_run, read_json, tiny_recipe, tree_state
+from .fakes import FakeOutcome, make_run, read_json, tiny_recipe, tree_state
 
 
 @pytest.fixture
@@ -141,18 +141,6 @@ def test_broken_archives_are_refused_and_nothing_is_modified(tmp_path, recipe, d
         rollback(first.name, runs)
     assert expected in str(caught.value)
     assert tree_state(tmp_path) == before
-
-
-class FakeOutcome:
-    """What run_recipe returns, for a hand-made archive."""
-
-    def __init__(self, folder):
-        self.archive, self.run_id, self.status = folder, folder.name, "ok"
-        self.metrics = read_json(folder / "metrics.json")
-        self.ok, self.exit_code, self.failure = True, 0, None
-
-    def to_dict(self):
-        return {"archive": str(self.archive), "status": self.status}
 
 
 @pytest.mark.parametrize(("tpot_ms", "holds"), [(10.0, True), (20.0, False)])

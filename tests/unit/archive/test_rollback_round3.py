@@ -105,14 +105,24 @@ def test_a_restored_recipe_keeps_the_pins_it_was_measured_with(tmp_path, relativ
     assert load_recipe(relative_recipe).resolved["model"]["pins"]["sha256"] == "a" * 64
 
 
-def test_two_rollbacks_at_once_write_two_revisions(tmp_path, relative_recipe):
+def test_two_rollbacks_at_once_write_two_revisions(tmp_path, relative_recipe, monkeypatch):
+    """Both read revision 1 before either writes (held at a barrier there: the race the
+    review hit 1 time in 5, every time)."""
+    import model_optimizer.history.rollback as module
+
     runs = tmp_path / "runs"
     first = make_run(runs, relative_recipe, ["engine.max_num_seqs=2"])
     second = make_run(runs, relative_recipe, ["engine.max_num_seqs=4"])
     results, barrier = {}, threading.Barrier(2)
+    opened = module._open_rollback_archive
+
+    def open_together(*args, **kwargs):
+        barrier.wait(timeout=30)  # both have read the file's revision by now
+        return opened(*args, **kwargs)
+
+    monkeypatch.setattr(module, "_open_rollback_archive", open_together)
 
     def restore(run):
-        barrier.wait()
         results[run.name] = rollback(run.name, runs)
 
     with warnings.catch_warnings():

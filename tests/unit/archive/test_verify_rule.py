@@ -81,9 +81,9 @@ def test_wide_intervals_widen_the_noise(recorded):
 
 
 def test_the_archived_run_to_run_noise_widens_it_too(recorded):
-    """This machine's runs swing: with a search's measured CV of 25% (DESIGN.md, unpinned
-    c=16), a 40% drop is within 1.96 x sqrt(2) x 25% = 69%; a fixed 15% tolerance called
-    it a failure."""
+    """This machine's runs swing: with a search's measured CV of 25% (what 10 s windows of
+    an unpinned tiny server read here), a 40% drop is within 1.96 x sqrt(2) x 25% = 69%; a
+    fixed 15% tolerance called it a failure."""
     slower = scaled(recorded, rates=0.6, latencies=1 / 0.6)
     assert not judge(Evidence(recorded), Evidence(slower)).holds
     result = judge(Evidence(recorded), Evidence(slower), archived_cv=0.25)
@@ -94,7 +94,7 @@ def test_the_archived_run_to_run_noise_widens_it_too(recorded):
 
 
 def test_the_old_fixed_tolerance_case_two_recorded_runs_of_one_recipe(recorded):
-    """`mopt apply recipes/tiny-cpu.yaml` read 15.6 ± 4.7 req/s (DESIGN.md section 7); a
+    """A first `mopt apply recipes/tiny-cpu.yaml` on this machine read 15.6 ± 4.7 req/s; a
     second run of the same recipe reading 12.0 ± 3.9 (-23%) is noise, not a regression."""
     first = {"qps": 15.6, "intervals": {"qps": {"half_width": 4.7}}}
     second = {"qps": 12.0, "intervals": {"qps": {"half_width": 3.9}}}
