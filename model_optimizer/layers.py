@@ -41,8 +41,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # runs, diff, rollback, drift: reading archives
     ("history",),
     # the HTML report of an archive (read from its files; sweeps, tunes and optimizes write
-    # it when they end)
-    ("report",),
+    # it when they end); re-measuring a validated revision and judging it by the history's
+    # rule (mopt verify, rollback --apply)
+    ("report", "verify"),
     # output quality: lm-eval and fidelity checks against a baseline (serves the model)
     ("quality",),
     # the search core: a search run's archive, state, clock, budget, sealing; knob helpers

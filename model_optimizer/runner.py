@@ -258,15 +258,18 @@ def _measure(engine: EngineProcess, archive: RunArchive, loaded: LoadedRecipe, w
 def bench_endpoint(base_url: str, loaded: LoadedRecipe, model_name: str, tokenizer_dir: str,
                    runs_base: str | Path, *, on_event: EventCallback | None = None,
                    archive_extra: dict | None = None, server_pid: int | None = None,
-                   ) -> RunOutcome:
-    """Load-test an already running OpenAI-compatible server with the recipe's workload.
+                   workload_override: dict | None = None) -> RunOutcome:
+    """Load-test an already running OpenAI-compatible server with the recipe's workload
+    (``workload_override`` replaces keys of it: `mopt verify --url` re-runs a validating
+    run's workload).
 
     Archived like a run (kind ``bench``), without an engine log or argv; ``archive_extra``
     goes into run.json (a probe-scan level names its sweep and scan server there).
     """
     emit = on_event or quiet
     spec = loaded.spec
-    workload, placement = effective_workload(spec), resolve_placement(spec)
+    workload = effective_workload(spec, workload_override)
+    placement = resolve_placement(spec)
     reap_abandoned(runs_base)
     items = run_items(spec, workload, tokenizer_dir, loaded.base_dir)
     shown = {"kind": "bench", "url": redact_url(base_url), "model": model_name}

@@ -41,6 +41,9 @@ PREVIOUS_RECIPE = "recipe.previous.yaml"  # the recipe before a revision was wri
 WRITTEN_RECIPE = "recipe.written.yaml"    # the revision written
 REPLACED_RECIPE = "recipe.replaced.yaml"  # rollback: the file it replaced
 
+# ----- a verification (mopt verify, rollback --apply) ---------------------------------------
+VERDICT_FILE = "verdict.json"      # every figure judged against the validating run's
+
 # ----- the runs directory ------------------------------------------------------------------
 INDEX_NAME = "index.sqlite"
 LOCK_NAME = ".lock"

@@ -102,9 +102,10 @@ def apply(
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Refuse to run when the installed vLLM or the hardware differs from "
-                         "the recipe's validated block, or the model folder from its "
-                         "model.pins checkpoint hash (default: warn).")] = False,
+        "--strict", help="Refuse to run when the installed vLLM, the hardware or the GPU "
+                         "driver differs from the recipe's validated block, or the model "
+                         "folder from its model.pins checkpoint hash (default: warn), until "
+                         "`mopt verify` of this revision here holds.")] = False,
     force: ForceOption = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -124,7 +125,8 @@ def apply(
     The vLLM server is always stopped before mopt exits.
     """
     loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
-    drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir)
+    drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir,
+                        runs_base=runs_dir(runs_dir_opt))
     for message in drift:
         err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False)
     check_before_launch(loaded, force, err_console, runs_dir_opt)

@@ -25,6 +25,7 @@ from model_optimizer.cli.sweep import sweep
 from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.tune import tune
 from model_optimizer.cli.validate import validate
+from model_optimizer.cli.verify import verify_command
 
 app = typer.Typer(
     name="mopt",
@@ -52,6 +53,7 @@ app.add_typer(runs_app, name="runs")
 app.command()(diff)
 app.command()(rollback)
 app.command()(status)
+app.command("verify")(verify_command)
 app.command()(report)
 
 

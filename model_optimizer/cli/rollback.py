@@ -9,8 +9,6 @@ import typer
 from rich.markup import escape
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.archive.report import fmt
-from model_optimizer.cli.apply import print_outcome
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -22,29 +20,24 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.completion import complete_recipe, complete_run
 from model_optimizer.cli.progress import RunProgress
-from model_optimizer.errors import EXIT_OK, EXIT_SLO_FAILED
-from model_optimizer.history.diff import render
+from model_optimizer.cli.verify import print_result
 from model_optimizer.history.drift import check_drift
-from model_optimizer.history.rollback import TOLERANCE, Verification, reverify
+from model_optimizer.history.rollback import RollbackResult
 from model_optimizer.history.rollback import rollback as restore
 from model_optimizer.recipe import load_recipe
 from model_optimizer.signals import terminate_as_interrupt
+from model_optimizer.verify import verify
 
 
-def _print_verification(check: Verification) -> None:
-    for line in render(check.diff):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    console.print(f"\nRe-verification against the archived figures (tolerance "
-                  f"{check.tolerance:.0%}):", highlight=False, soft_wrap=True)
-    for item in check.checks:
-        mark = "ok  " if item["ok"] else "FAIL"
-        console.print(f"  {mark} {item['metric']:<12} archived {fmt(item['archived'], 2)}, "
-                      f"now {fmt(item['measured'], 2)} "
-                      f"({item['relative_difference']:.1%} apart)", highlight=False, soft_wrap=True)
-    verdict = "[green]PASS[/]" if check.passed else "[bold red]FAIL[/]"
-    console.print(f"{verdict}: the restored revision "
-                  f"{'reproduces' if check.passed else 'does not reproduce'} its figures",
-                  highlight=False, soft_wrap=True)
+def _print_restored(result: RollbackResult) -> None:
+    console.print(f"[green]rolled back[/] {escape(str(result.recipe_file))} to the recipe of "
+                  f"{escape(str(result.source))}: revision {result.previous_revision} -> "
+                  f"{result.revision}", highlight=False, soft_wrap=True)
+    for field, value in result.rebased.items():
+        console.print(f"  {field} rebased to {value} (relative to the new file's folder)",
+                      highlight=False, soft_wrap=True, markup=False)
+    console.print(f"replaced revision archived in {result.archive}",
+                  highlight=False, soft_wrap=True, markup=False)
 
 
 @handle_errors
@@ -54,13 +47,11 @@ def rollback(
                                        show_default=False, autocompletion=complete_run)],
     recipe: Annotated[Path | None, typer.Option(
         "--recipe", help="Recipe file to roll back (default: the one the run or sweep "
-                         "recorded).", autocompletion=complete_recipe)] = None,
+                         "recorded); relative paths in the restored recipe are rebased to "
+                         "its folder.", autocompletion=complete_recipe)] = None,
     apply_it: Annotated[bool, typer.Option(
-        "--apply", help="Then launch the restored revision with the same workload and "
-                        "compare with the archived figures.")] = False,
-    tolerance: Annotated[float, typer.Option(
-        help="--apply: largest relative difference of QPS and p50 latencies that passes.")]
-    = TOLERANCE,
+        "--apply", help="Then re-measure the restored revision with the same workload and "
+                        "judge it as `mopt verify` does (against the noise).")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Overwrite the target even when it is not a recipe of the same "
                         "name.")] = False,
@@ -70,39 +61,36 @@ def rollback(
     """Make RUN's recipe the current revision of its recipe file again.
 
     A run restores the recipe it ran (recipe.given.yaml with its --set overrides); a sweep
-    restores the recipe it wrote. The file gets a NEW revision (current + 1) whose
-    validated block records `by: rollback` and `rollback_of: RUN`; the file being replaced
-    is archived first under runs/ (kind rollback). The archive is verified first.
+    restores the recipe it wrote. The file gets a NEW revision (current + 1, taken under a
+    lock beside the file) whose validated block records `by: rollback` and `rollback_of:
+    RUN`, with pins of the checkpoint it serves; the file being replaced is archived first
+    under runs/ (kind rollback). The archive is verified first. A restored recipe whose
+    local model folder does not exist from the target's folder is refused.
 
-    Exit codes: 0 done (and, with --apply, the figures reproduced within --tolerance);
-    2 bad input or a broken archive; 3/5 the relaunched server failed; 4 --apply ran to the
-    end but the figures differ beyond the tolerance (as a run that missed its SLOs: 1 is
-    only `plan`'s "does not fit").
+    Exit codes: 0 done (and, with --apply, the revision holds: `mopt verify`'s rule); 2 bad
+    input or a broken archive; 3/5 the relaunched server failed; 4 --apply ran to the end
+    but a figure regressed beyond the noise (as a run that missed its SLOs: 1 is only
+    `plan`'s "does not fit").
     """
     result = restore(ref, runs_dir(runs_dir_opt), recipe, force=force)
     if not apply_it:
         if as_json:
             print_json(result.to_dict())
         else:
-            console.print(f"[green]rolled back[/] {escape(str(result.recipe_file))} to the "
-                          "recipe of "
-                          f"{escape(str(result.source))}: revision {result.previous_revision} -> "
-                          f"{result.revision}", highlight=False, soft_wrap=True)
-            console.print(f"replaced revision archived in {result.archive}",
-                          highlight=False, soft_wrap=True, markup=False)
+            _print_restored(result)
         return
     terminate_as_interrupt()
-    for message in check_drift(load_recipe(result.recipe_file).resolved):
+    loaded = load_recipe(result.recipe_file)
+    for message in check_drift(loaded.resolved, base_dir=loaded.base_dir,
+                               runs_base=runs_dir(runs_dir_opt)):
         err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False, soft_wrap=True)
     with RunProgress(progress_console(as_json)) as progress:
-        check = reverify(result, tolerance, on_event=progress)
+        check = verify(loaded, runs_dir(runs_dir_opt), on_event=progress,
+                       archive_extra={"rollback_of": result.source,
+                                      "reverifies": result.archive.name})
     if as_json:
         print_json({"rollback": result.to_dict(), "verification": check.to_dict()})
     else:
-        console.print(f"rolled back {result.recipe_file} to revision {result.revision} "
-                      f"(recipe of {result.source})", highlight=False, soft_wrap=True, markup=False)
-        print_outcome(check.outcome)
-        _print_verification(check)
-    if not check.outcome.ok:
-        raise typer.Exit(check.outcome.exit_code)
-    raise typer.Exit(EXIT_OK if check.passed else EXIT_SLO_FAILED)
+        _print_restored(result)
+        print_result(check)
+    raise typer.Exit(check.exit_code)

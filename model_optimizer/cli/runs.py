@@ -21,6 +21,7 @@ from model_optimizer.cli.completion import complete_run
 from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
 from model_optimizer.history.current import moment_of
+from model_optimizer.history.verifications import describe_environment
 from model_optimizer.telemetry import hardware_label
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -137,6 +138,12 @@ def _show_lines(view: archives.ArchiveView) -> list[str]:
     if view.kind == "rollback":
         lines += [f"rollback of {run.get('rollback_of')}: {run.get('recipe_file')} revision "
                   f"{run.get('from_revision')} -> {run.get('to_revision')}"]
+    elif view.kind == "verify":
+        lines += [f"verification of {run.get('recipe_name')} revision "
+                  f"{run.get('recipe_revision')} ({run.get('recipe_file') or '-'}) against "
+                  f"{run.get('validated_run_id')}: verified on "
+                  f"{describe_environment(run.get('environment') or {})}: "
+                  f"{view.status.get('verdict') or view.status_text}"]
     elif run:
         versions = run.get("versions") or {}
         lines += [f"recipe: {run.get('recipe_name')} revision {run.get('recipe_revision')} "

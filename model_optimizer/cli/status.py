@@ -60,7 +60,8 @@ def _resolved_lines(validated: dict) -> list[str]:
 def _recipe_lines(status: Status, now: datetime) -> list[str]:
     current = status.current
     if current is None:
-        return ["current recipe: none (no run here names a recipe file that still exists)"]
+        return ["current recipe: none (no archive here that verifies names a recipe file "
+                "that still exists)"]
     recipe = status.recipe or {}
     lines = [f"current recipe: {current.path} ({recipe.get('name', '?')}, revision "
              f"{recipe.get('revision', current.revision)})",
@@ -68,10 +69,16 @@ def _recipe_lines(status: Status, now: datetime) -> list[str]:
              f"(run {current.run_id}, {current.status})"]
     if current.passed_over:
         lines.append(f"  passed over (no longer there): {', '.join(current.passed_over)}")
+    if current.untrusted:
+        lines.append(f"  ignored (not trusted): {'; '.join(current.untrusted)}")
     if not recipe.get("valid", True):
         return lines + ["  does not validate:", *(f"    {e}" for e in recipe["errors"])]
     lines += _validated_lines(recipe.get("validated"), now)
     lines += [f"drift: {message}" for message in status.drift] or ["drift: none"]
+    verification = status.verification
+    if verification is not None:
+        lines.append(f"verification: {verification['line']}"
+                     + ("" if verification["here"] else " (not this environment)"))
     pre = status.preflight or {}
     for label, items in (("refuses", pre.get("refusals")), ("warns", pre.get("warnings"))):
         lines += [f"preflight {label}: {item['file']}:{item['line']}: {item['path']}: "
@@ -98,7 +105,8 @@ def status_lines(status: Status, now: datetime | None = None) -> list[str]:
     machine = status.machine
     lines = [f"runs dir: {status.runs_dir}",
              f"this machine: vLLM {machine.get('vllm') or 'not installed'} "
-             f"({machine.get('vllm_distribution') or '-'}), {machine.get('hardware')}"]
+             f"({machine.get('vllm_distribution') or '-'}), {machine.get('hardware')}"
+             + (f", driver {machine['driver']}" if machine.get("driver") else "")]
     lines += _recipe_lines(status, now)
     lines += _recent_lines(status)
     lines.append("next:")

@@ -117,14 +117,33 @@ def effective_recipe(view: ArchiveView) -> dict | None:
 
 
 def chosen_step(view: ArchiveView) -> Path | None:
-    """A sweep's run that measured the chosen value (its confirmation run if it had one)."""
-    chosen = view.summary.get("chosen") or {}
-    if not chosen:
-        return None
-    confirmed = [c for c in view.summary.get("confirmations") or []
-                 if c.get("value") == chosen.get("value") and c.get("run_id")]
-    run_ids = [c["run_id"] for c in confirmed] or list(chosen.get("run_ids") or [])
-    if not run_ids:
+    """The run that measured a search's choice: a sweep's chosen value (its confirmation run
+    if it had one), a tune's best trial (likewise); None when the archive names none."""
+    if view.kind == "tune":
+        run_ids = _best_trial_runs(view.summary)
+    else:
+        chosen = view.summary.get("chosen") or {}
+        if not chosen:
+            return None
+        confirmed = [c for c in view.summary.get("confirmations") or []
+                     if c.get("value") == chosen.get("value") and c.get("run_id")]
+        run_ids = [c["run_id"] for c in confirmed] or list(chosen.get("run_ids") or [])
+    if not run_ids or not isinstance(run_ids[-1], str):
         return None
     step = view.path / STEPS_DIR / run_ids[-1]
-    return step if step.is_dir() else None
+    return step if step.is_dir() and step.parent == view.path / STEPS_DIR else None
+
+
+def _best_trial_runs(summary: dict) -> list[str]:
+    """A tune's best trial's runs: its confirmation launch, else the trial's own runs."""
+    best = summary.get("best")
+    if best is None:
+        return []
+    confirmed = [c["run_id"] for c in summary.get("confirmations") or []
+                 if isinstance(c, dict) and c.get("number") == best and c.get("ok")
+                 and c.get("run_id")]
+    if confirmed:
+        return confirmed
+    row = next((r for r in summary.get("trials") or []
+                if isinstance(r, dict) and r.get("number") == best), {})
+    return str(row.get("run_ids") or "").split()

@@ -10,22 +10,28 @@ the next most recent one, and said so.
 Recipe files are recorded as they were given (often relative to the directory mopt ran
 in); a relative one is looked up from the current directory, then from the folder holding
 the runs dir (where ``runs/`` sits by default).
+
+Only archives that verify count (:func:`trusted`): sealed, their manifest matching every
+file (or still being written by a live mopt), and not dated in the future. An unsealed or
+edited archive, or one whose time is ahead of the clock (it would stay "most recent"
+forever), is skipped and named: it cannot choose the recipe a bare ``mopt export`` exports.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
 
 from model_optimizer.archive import index
+from model_optimizer.archive.manifest import verify_archive
 from model_optimizer.errors import UsageError
 
 #: archive kind -> the command that used the recipe
 USED_BY = {"run": "apply", "sweep": "sweep", "tune": "tune", "rollback": "rollback",
-           "quantize": "quantize", "optimize": "optimize", "eval": "eval"}
+           "quantize": "quantize", "optimize": "optimize", "eval": "eval", "verify": "verify"}
 
 
 class NoCurrentRecipe(UsageError):
@@ -43,6 +49,7 @@ class CurrentRecipe:
     run_id: str                # that archive
     status: str                # its status
     passed_over: list[str] = field(default_factory=list)  # newer files that are gone
+    untrusted: list[str] = field(default_factory=list)    # newer archives that do not verify
 
     def announce(self, now: datetime | None = None) -> str:
         """``using recipes/x.yaml (revision 3, last used 5 min ago by sweep)``."""
@@ -51,6 +58,8 @@ class CurrentRecipe:
                 f"{ago(self.last_used, now)} by {self.by})")
         if self.passed_over:
             text += f"; passed over {', '.join(self.passed_over)}: no longer there"
+        if self.untrusted:
+            text += f"; ignored {'; '.join(self.untrusted)}"
         return text
 
     def to_dict(self) -> dict:
@@ -126,20 +135,44 @@ def candidates(rows: list[dict]) -> list[dict]:
     return sorted(used, key=lambda row: (last_touched(row), row["id"]), reverse=True)
 
 
-def current_recipe(root: str | Path, cwd: Path | None = None) -> CurrentRecipe | None:
-    """The current recipe of runs dir ``root``, or None when no archive names one that exists."""
+#: how far an archive's time may be ahead of this clock (clocks of machines sharing runs/)
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def distrust(row: dict, root: Path, now: datetime | None = None) -> str | None:
+    """Why an archive may not choose the current recipe (None: it may): dated in the future,
+    or it does not verify (unsealed, edited, half-written; one a live mopt is still writing
+    is trusted)."""
+    moment = moment_of(last_touched(row))
+    if moment is not None and moment > (now or datetime.now(UTC)) + CLOCK_SKEW:
+        return f"{row['id']} (dated {last_touched(row)}, in the future)"
+    problems = [p for p in verify_archive(root / row["path"]) if p.kind != "in_progress"]
+    if problems:
+        return f"{row['id']} (does not verify: {problems[0].kind.replace('_', ' ')})"
+    return None
+
+
+def current_recipe(root: str | Path, cwd: Path | None = None,
+                   now: datetime | None = None) -> CurrentRecipe | None:
+    """The current recipe of runs dir ``root``, or None when no trusted archive names one
+    that exists."""
     root = Path(root)
     passed_over: list[str] = []
+    untrusted: list[str] = []
     for row in candidates(index.all_rows(root)):
         found = locate(row["recipe_file"], root, cwd)
-        revision = file_revision((cwd or Path.cwd()) / found) if found else None
         if found is None:
             if row["recipe_file"] not in passed_over:
                 passed_over.append(row["recipe_file"])
             continue
+        why = distrust(row, root, now)
+        if why is not None:
+            untrusted.append(why)
+            continue
+        revision = file_revision((cwd or Path.cwd()) / found)
         return CurrentRecipe(found, revision, last_touched(row) or None,
                              USED_BY[row["kind"]], row["id"], index.shown_status(row),
-                             passed_over)
+                             passed_over, untrusted)
     return None
 
 
@@ -171,7 +204,7 @@ def require_current(root: str | Path, command: str, cwd: Path | None = None) -> 
     if found is not None:
         return found
     root = Path(root)
-    why = (f"no run under {root} names a recipe file that still exists"
+    why = (f"no run under {root} that verifies names a recipe file that still exists"
            if root.is_dir() else f"{root} holds no runs yet")
     first = first_recipe_command(command, cwd)
     name_one = (f"Name one, e.g. `{first}`" if not first.startswith("mopt init")

@@ -281,7 +281,7 @@ def field_changes(a: dict | None, b: dict | None) -> list[FieldChange]:
     return changes
 
 
-def _latency_samples(requests: list[dict], metric: str) -> list[float]:
+def latency_samples_ms(requests: list[dict], metric: str) -> list[float]:
     """Per-request values in ms, in the order the requests were sent."""
     done = sorted((r for r in requests if r.get("ok")), key=lambda r: r.get("sent_at") or 0)
     if metric == "tpot":
@@ -309,8 +309,8 @@ def metric_rows(a: Side, b: Side, alpha: float, min_effect: float) -> list[Metri
             alpha, min_effect)
         rows.append(MetricRow(key, a.metrics.get(key), b.metrics.get(key), judgement))
     for metric in LATENCY_METRICS:
-        judgement = stats.judge_samples(_latency_samples(req_a, metric),
-                                        _latency_samples(req_b, metric), alpha, min_effect)
+        judgement = stats.judge_samples(latency_samples_ms(req_a, metric),
+                                        latency_samples_ms(req_b, metric), alpha, min_effect)
         rows.append(MetricRow(f"{metric}_p50_ms", a.metrics.get(f"{metric}_p50_ms"),
                               b.metrics.get(f"{metric}_p50_ms"), judgement))
         rows.append(MetricRow(f"{metric}_p99_ms", a.metrics.get(f"{metric}_p99_ms"),

@@ -6,13 +6,18 @@ recipe it *wrote* (``recipe.written.yaml``). Either way the target recipe file (
 of the run, the sweep's output, or ``--recipe``) gets it as a **new** revision, current
 revision + 1, whose ``validated`` block says ``by: rollback`` and ``rollback_of: <id>`` and
 carries the figures, vLLM version and hardware of the restored measurement (``at`` is when
-that measurement finished). History is appended, never rewritten: before the file is
-replaced, a small archive of kind ``rollback`` records ``recipe.replaced.yaml`` (the file
-as it was) and then ``recipe.written.yaml``.
+that measurement finished). History is appended, never rewritten: a small archive of kind
+``rollback`` records ``recipe.replaced.yaml`` (the file as it was, read under the writer's
+lock) and ``recipe.written.yaml``. The number is taken under that lock (``recipe/writer.py``): two
+rollbacks at once write two revisions, never one number twice.
 
-:func:`reverify` (``--apply``) runs the restored revision with the same workload as the
-restored measurement and compares the new figures with the archived ones: QPS and the p50
-latencies must be within a relative tolerance.
+Into another file (``--recipe``) the restored recipe's relative paths are rebased to its
+folder, and a local model folder that does not exist there is refused before anything is
+written (:mod:`.relocate`); the revision pins the checkpoint it serves.
+
+``--apply`` re-measures the restored revision with ``mopt verify``'s core
+(``model_optimizer/verify.py``): the same workload as the restored measurement, judged by
+the one verification rule (:mod:`.verify_rule`), the noise and not a fixed tolerance.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import yaml
 
 from model_optimizer.archive import RunArchive, failed_status, utc_now
 from model_optimizer.archive.entry import revision_fields
-from model_optimizer.archive.index import runs_root_of
+from model_optimizer.archive.index import read_json
 from model_optimizer.archive.names import (
     GIVEN_RECIPE,
     METRICS_FILE,
@@ -34,13 +39,16 @@ from model_optimizer.archive.names import (
 )
 from model_optimizer.errors import RecipeError, UsageError
 from model_optimizer.history import archives
-from model_optimizer.history.diff import DiffResult, Side, compare, run_side
+from model_optimizer.history.relocate import (
+    rebase_changes,
+    recorded_folder,
+    require_model,
+    restored_pins,
+)
 from model_optimizer.measure import FIGURE_KEYS
 from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe.writer import write_revision
 from model_optimizer.telemetry import hardware_label
-
-TOLERANCE = 0.15
-CHECKED = ("qps", "ttft_p50_ms", "tpot_p50_ms", "e2e_p50_ms")
 
 
 @dataclass
@@ -51,7 +59,7 @@ class Restore:
     overrides: list[str]
     validated: dict
     default_file: str | None
-    reference: Path | None   # the run archive whose figures are restored (for --apply)
+    reference: Path | None   # the run archive whose figures are restored
 
 
 @dataclass
@@ -67,6 +75,7 @@ class RollbackResult:
     reference: Path | None
     text: str
     archived_metrics: dict = field(default_factory=dict)
+    rebased: dict = field(default_factory=dict)   # field -> new relative path
 
     def to_dict(self) -> dict:
         """JSON form."""
@@ -74,7 +83,8 @@ class RollbackResult:
                 "recipe_file": str(self.recipe_file),
                 "previous_revision": self.previous_revision, "revision": self.revision,
                 "archive": str(self.archive),
-                "reference": str(self.reference) if self.reference else None}
+                "reference": str(self.reference) if self.reference else None,
+                "rebased": self.rebased}
 
 
 # ----- what to restore ------------------------------------------------------------------------
@@ -93,11 +103,15 @@ def _restore_run(view: archives.ArchiveView) -> Restore:
     text = view.text(GIVEN_RECIPE)
     if text is None:
         raise UsageError(f"{view.path}: no recipe.given.yaml in this run")
+    hardware = view.run.get("hardware")
     validated = {"at": view.status.get("finished_at") or view.run.get("created_at")
                  or utc_now(), "run_id": view.id, "by": "rollback", "rollback_of": view.id,
                  "metrics": _numeric(view.json(METRICS_FILE)),
                  "vllm_version": (view.run.get("versions") or {}).get("vllm"),
-                 "hardware": hardware_label(view.run.get("hardware"))}
+                 "hardware": hardware_label(hardware)}
+    driver = hardware.get("gpu_driver_version") if isinstance(hardware, dict) else None
+    if isinstance(driver, str) and driver:
+        validated["driver"] = driver
     return Restore(text, list(view.run.get("overrides") or []), validated,
                    view.run.get("recipe_file") or None, view.path)
 
@@ -155,17 +169,45 @@ def rollback(ref: str | Path, runs_base: str | Path,
     base = load_recipe_text(restore.text, str(target), restore.overrides)
     if not force:
         _check_target(target, base.name)
+    changes = _relocated(base, restore, Path(runs_base), target, view.id)
     current_text, current_revision = _current(target)
     base_revision = current_revision if current_revision is not None else \
         base.resolved["revision"]
     loaded = load_recipe_text(restore.text, str(target),
                               restore.overrides + [f"revision={base_revision}"])
-    archive = _open_rollback_archive(view, runs_base, loaded.name, target, current_text,
+    archive = _open_rollback_archive(view, runs_base, loaded.name, target,
                                      current_revision, base_revision + 1)
-    text = _write(archive, loaded, restore.validated, target)
-    return RollbackResult(view.id, view.kind, target, current_revision, base_revision + 1,
-                          archive.path, restore.reference, text,
-                          dict(restore.validated.get("metrics") or {}))
+    text, previous, revision = _write(archive, loaded, changes, restore.validated, target)
+    return RollbackResult(view.id, view.kind, target, previous, revision, archive.path,
+                          restore.reference, text,
+                          dict(restore.validated.get("metrics") or {}),
+                          {".".join(k): v for k, v in changes.items()
+                           if k != ("model", "pins")})
+
+
+def _relocated(base, restore: Restore, runs_base: Path, target: Path, source: str) -> dict:
+    """The changes a restored recipe needs in ``target``: its relative paths rebased from
+    the folder of the file it was made from, and pins; refused (UsageError) when its local
+    model folder does not exist there."""
+    model_path = base.document.get("model", {}).get("path")
+    old_base = recorded_folder(restore.default_file, runs_base, model_path)
+    changes = rebase_changes(base.document, old_base, target.parent) if old_base else {}
+    resolved = _with(base.resolved, changes)
+    require_model(resolved, target, source)
+    return {**changes, **restored_pins(resolved, target)}
+
+
+def _with(resolved: dict, changes: dict[tuple, object]) -> dict:
+    """A copy of ``resolved`` with ``changes`` set."""
+    import copy
+
+    out = copy.deepcopy(resolved)
+    for path, value in changes.items():
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
 
 
 def _check_target(target: Path, name: str) -> None:
@@ -184,8 +226,8 @@ def _check_target(target: Path, name: str) -> None:
 
 
 def _open_rollback_archive(view: archives.ArchiveView, runs_base: str | Path, name: str,
-                           target: Path, current_text: str | None,
-                           current_revision: int | None, revision: int) -> RunArchive:
+                           target: Path, current_revision: int | None,
+                           revision: int) -> RunArchive:
     def start(archive: RunArchive) -> None:
         created_at = utc_now()
         archive.write_json(RUN_FILE, {
@@ -195,89 +237,36 @@ def _open_rollback_archive(view: archives.ArchiveView, runs_base: str | Path, na
             "from_revision": current_revision, "to_revision": revision})
         archive.write_entry(created_at=created_at, recipe_name=name,
                             recipe_revision=revision, recipe_file=str(target))
-        if current_text is not None:
-            archive.write_text(REPLACED_RECIPE, current_text)
     return RunArchive.create(runs_base, f"{name}-rollback", kind="rollback", start=start)
 
 
-def _write(archive: RunArchive, loaded, validated: dict, target: Path) -> str:
-    from model_optimizer.recipe.writer import write_revision
+def _write(archive: RunArchive, loaded, changes: dict, validated: dict,
+           target: Path) -> tuple[str, int | None, int]:
+    """Write the revision (the replaced file archived under the writer's lock), record the
+    numbers as written (another mopt may have written one in between) and seal; returns the
+    text, the replaced revision (None: a new file) and the written one."""
+    replaced: list[str] = []
+
+    def keep_replaced(previous: str | None) -> None:
+        if previous is not None:
+            replaced.append(previous)
+            archive.write_text(REPLACED_RECIPE, previous)
 
     try:
-        text = write_revision(loaded, {}, validated, target)
+        text = write_revision(loaded, changes, validated, target, before_write=keep_replaced)
     except BaseException as exc:
         archive.set_status(failed_status("not_written"), phase="finished",
                            finished_at=utc_now(), error=str(exc))
         archive.close()
         raise
+    written = (yaml.safe_load(text) or {}).get("revision", 1)
+    previous = written - 1 if replaced else None
+    run = read_json(archive.file(RUN_FILE)) or {}
+    if (run.get("from_revision"), run.get("to_revision")) != (previous, written):
+        archive.write_json(RUN_FILE, {**run, "from_revision": previous,
+                                      "to_revision": written})
     archive.write_text(WRITTEN_RECIPE, text)
     archive.write_entry(**revision_fields(text))
     archive.set_status("ok", phase="finished", finished_at=utc_now())
     archive.close()
-    return text
-
-
-# ----- --apply: run it again and compare --------------------------------------------------------
-@dataclass
-class Verification:
-    """The relaunch of a restored revision, compared with the archived figures."""
-
-    outcome: object
-    diff: DiffResult
-    tolerance: float
-    checks: list[dict] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        """The run finished ok and every checked figure is within the tolerance."""
-        return bool(getattr(self.outcome, "ok", False)) and bool(self.checks) and all(
-            c["ok"] for c in self.checks)
-
-    def to_dict(self) -> dict:
-        """JSON form."""
-        return {"passed": self.passed, "tolerance": self.tolerance, "checks": self.checks,
-                "run": self.outcome.to_dict(), "diff": self.diff.to_dict()}
-
-
-def tolerance_checks(archived: dict, measured: dict, tolerance: float) -> list[dict]:
-    """Relative difference of each checked figure against ``tolerance``: to the archived
-    value, or to the measured one when the archived value is 0 (so at most 100% then)."""
-    checks = []
-    for key in CHECKED:
-        old, new = archived.get(key), measured.get(key)
-        if old is None or new is None:
-            continue
-        scale = abs(old) or abs(new)
-        relative = abs(new - old) / scale if scale else 0.0
-        checks.append({"metric": key, "archived": old, "measured": new,
-                       "relative_difference": relative, "ok": relative <= tolerance})
-    return checks
-
-
-def reverify(result: RollbackResult, tolerance: float = TOLERANCE,
-             on_event=None) -> Verification:
-    """Run the restored revision and compare its figures with the archived ones.
-
-    With a reference run (a run, or the run that measured a sweep's chosen value) the
-    relaunch uses that run's workload and the diff judges every figure; otherwise (a tune)
-    the recipe's own workload is run and compared with its ``validated.metrics``.
-    """
-    from model_optimizer.runner import run_recipe
-
-    reference = archives.open_archive(result.reference) if result.reference else None
-    loaded = load_recipe(result.recipe_file)
-    outcome = run_recipe(loaded, runs_root_of(result.archive), on_event=on_event,
-                         workload_override=(reference.run.get("workload") or None)
-                         if reference else None,
-                         archive_extra={"rollback_of": result.source,
-                                        "reverifies": result.archive.name})
-    new_side = run_side(archives.open_archive(outcome.archive), str(outcome.archive))
-    if reference is not None:
-        old_side = run_side(reference, str(reference.path))
-        archived = reference.json(METRICS_FILE)
-    else:
-        old_side = Side(f"{result.source} (validated figures)", result.source_kind,
-                        new_side.recipe)
-        archived = result.archived_metrics
-    checks = tolerance_checks(archived, outcome.metrics, tolerance)
-    return Verification(outcome, compare(old_side, new_side), tolerance, checks)
+    return text, previous, written

@@ -1,7 +1,8 @@
 """``mopt status``: where am I. The current recipe of a runs dir, the figures that validated
 its revision, how this machine differs from where they were measured (drift: vLLM,
-hardware, the pinned checkpoint's files), what the preflight says about launching it here,
-the last few runs, and what to run next.
+hardware, GPU driver, the pinned checkpoint's files), the latest verification of the
+revision (``mopt verify``), what the preflight says about launching it here, the last few
+runs, and what to run next: after drift, ``mopt verify`` until a verification here holds.
 
 Reads only: the run index, the recipe file, this machine. Nothing is launched or written
 (the index is refreshed, as every reader of it does).
@@ -21,7 +22,13 @@ from model_optimizer.history.current import (
     first_recipe_command,
     last_touched,
 )
-from model_optimizer.history.drift import drift_messages, pinned_checkpoint_messages
+from model_optimizer.history.drift import (
+    current_driver,
+    drift_messages,
+    environment_here,
+    pinned_checkpoint_messages,
+)
+from model_optimizer.history.verifications import ENVIRONMENT_KEYS, of_revision, verifications
 
 RECENT = 5
 SEARCHES = ("sweep", "tune")
@@ -38,6 +45,7 @@ class Status:
     current: CurrentRecipe | None = None
     recipe: dict | None = None          # name, revision, valid, errors, validated
     drift: list[str] = field(default_factory=list)
+    verification: dict | None = None    # the revision's latest verification, and if here
     preflight: dict | None = None       # refusals and warnings (Diagnostic dicts)
     recent: list[dict] = field(default_factory=list)
     next: list[dict] = field(default_factory=list)   # command, why
@@ -63,7 +71,7 @@ def _machine() -> dict:
 
     versions = collect_versions()
     return {"vllm": versions.get("vllm"), "vllm_distribution": versions.get("vllm_distribution"),
-            "hardware": this_hardware()}
+            "hardware": this_hardware(), "driver": current_driver()}
 
 
 def _recipe_facts(current: CurrentRecipe, cwd: Path, status: Status, probe) -> object:
@@ -81,9 +89,24 @@ def _recipe_facts(current: CurrentRecipe, cwd: Path, status: Status, probe) -> o
                      "accelerator": resolved["hardware"]["accelerator"],
                      "validated": resolved.get("validated")}
     status.drift = [*pinned_checkpoint_messages(resolved, loaded.base_dir),
-                    *drift_messages(resolved, status.machine["vllm"], status.machine["hardware"])]
+                    *drift_messages(resolved, status.machine["vllm"], status.machine["hardware"],
+                                    status.machine.get("driver"))]
+    status.verification = latest_verification(Path(status.runs_dir), loaded)
     status.preflight = preflight(loaded, probe).to_dict()
     return loaded
+
+
+def latest_verification(root: Path, loaded) -> dict | None:
+    """The revision's newest verification, with ``here``: measured in this environment
+    (vLLM, hardware, driver, checkpoint), so it decides ``apply --strict``."""
+    found = of_revision(verifications(root, loaded.name), loaded.resolved)
+    if not found:
+        return None
+    environment = environment_here(loaded.resolved, loaded.base_dir)
+    here = next((r for r in found if all(r.environment.get(k) == environment.get(k)
+                                         for k in ENVIRONMENT_KEYS)), None)
+    latest = here or found[0]
+    return {**latest.to_dict(), "line": latest.line(), "here": latest is here}
 
 
 def _sweep_command(resolved: dict) -> str:
@@ -126,8 +149,7 @@ def next_steps(status: Status, loaded, root: str, cwd: Path | None = None) -> li
         steps.append({"command": sweep, "why": "this revision has no measured figures: a "
                       "sweep measures it and writes a validated revision"})
     elif status.drift:
-        steps.append({"command": sweep, "why": "it was validated elsewhere (see drift): "
-                      "re-validate it on this machine"})
+        steps += _after_drift(status, sweep)
     else:
         steps.append({"command": "mopt apply", "why": "re-measure the current revision "
                       "against its validated figures"})
@@ -138,6 +160,20 @@ def next_steps(status: Status, loaded, root: str, cwd: Path | None = None) -> li
         steps.append({"command": f"mopt runs show {latest['id']}",
                       "why": f"the last run failed ({latest['status']})"})
     return steps
+
+
+def _after_drift(status: Status, sweep: str) -> list[dict]:
+    """After drift: verify it here, or, once a verification here regressed, re-validate."""
+    verified = status.verification if (status.verification or {}).get("here") else None
+    if verified is None:
+        return [{"command": "mopt verify", "why": "it was validated elsewhere (see drift): "
+                 "re-measure it here and see whether its figures hold (apply --strict "
+                 "refuses it until a verification here holds)"},
+                {"command": sweep, "why": "or re-validate it on this machine at once"}]
+    if verified["verdict"] == "holds":
+        return [{"command": "mopt apply --strict",
+                 "why": f"{verified['line']}: the drift did not change its figures"}]
+    return [{"command": sweep, "why": f"{verified['line']}: re-validate it on this machine"}]
 
 
 def gather(root: str | Path, cwd: Path | None = None, probe=None) -> Status:

@@ -339,6 +339,7 @@ class ValidatedSpec(_Spec):
     resolved: bool | None = None
     decision: dict[str, Any] | None = None
     load_average: dict[str, Any] | None = None
+    driver: str | None = None
 
 
 class RecipeSpec(_Spec):

@@ -3,19 +3,27 @@
 Recipes are read by mopt's own safe loader (``yamlsource``: file:line:column in every
 error); revisions are written with ruamel.yaml's round trip, so every comment (also after
 flow-style mappings and at the ends of blocks), the key order and the quoting survive.
+A revision's number is taken under a lock file beside the recipe, from the file as it is
+then, so concurrent writers (a rollback, a sweep that ends) never write the same number.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
+import os
 import shlex
+import time
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from model_optimizer.errors import UsageError
+from model_optimizer.errors import RecipeWarning, UsageError
 from model_optimizer.fsutil import atomic_update_text, atomic_write_text
 from model_optimizer.recipe.security import one_line
 from model_optimizer.secrets import is_reference
@@ -187,19 +195,38 @@ def render_revision(text: str, changes: dict[tuple, object], validated: dict | N
 
 
 def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
-                   output: str | Path) -> str:
+                   output: str | Path,
+                   before_write: Callable[[str | None], None] | None = None) -> str:
     """Write the next revision of ``loaded`` to ``output`` and return its text.
 
     ``changes`` maps key paths to new values (e.g. ``("engine", "max_num_seqs"): 16``);
     ``--set`` overrides the run used are carried into the file, ``revision`` is bumped and
     the ``validated`` block replaced. The text is validated, and checked to mean exactly
     the intended document, before it is written atomically.
+
+    The number is taken under a lock beside the file (:func:`revision_lock`), from the file
+    as it is then (:func:`next_revision`): two writers never write the same number, and a
+    writer that started from a revision another one has since replaced writes the number
+    after it, with a warning, instead of over it. ``before_write(previous text or None)``
+    runs under the same lock, just before the file is replaced (a rollback archives it).
     """
+    with revision_lock(output):
+        number = next_revision(loaded, output)
+        text = _revision_text(loaded, changes, validated, output, number)
+        if before_write is not None:
+            before_write(_text_or_none(output))
+        atomic_update_text(output, text)  # a linked recipe: its target, mode kept
+    return text
+
+
+def _revision_text(loaded, changes: dict[tuple, object], validated: dict | None,
+                   output: str | Path, number: int) -> str:
+    """The text of revision ``number``, validated (RecipeError: nothing is written)."""
     from model_optimizer.recipe import load_recipe_text, resolve
 
     all_changes = dict(_overridden_values(loaded))
     all_changes.update(changes)
-    all_changes[("revision",)] = loaded.resolved["revision"] + 1
+    all_changes[("revision",)] = number
     intended = _apply(loaded.document, all_changes)
     intended.pop("validated", None)
     if validated is not None:
@@ -212,8 +239,101 @@ def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
         # safety net only (no known recipe reaches it): a correct file without the comments
         text = _header(loaded.source_text) + yaml.safe_dump(intended, sort_keys=False)
     load_recipe_text(text, str(output))  # raises RecipeError: nothing written
-    atomic_update_text(output, text)  # a linked recipe: its target, mode kept
     return text
+
+
+# ----- revision numbers: one writer at a time per recipe file ---------------------------------
+LOCK_TIMEOUT_S = 60.0
+
+
+def lock_path(output: str | Path) -> Path:
+    """The lock file of a recipe file: ``.<name>.lock`` beside the file it names (a link's
+    target: two links to one file share its lock)."""
+    real = Path(os.path.realpath(output))
+    return real.parent / f".{real.name}.lock"
+
+
+@contextlib.contextmanager
+def revision_lock(output: str | Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the exclusive ``fcntl.flock`` of ``output``'s lock file (waiting at most
+    ``timeout_s``; then a UsageError naming the file). The file is removed before the lock
+    is released, so none is left beside the recipe; a waiter that then holds the lock of a
+    removed file opens the path again (the lock is the file the path names)."""
+    path = lock_path(output)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        handle = open(path, "a+")  # noqa: SIM115 - closed below, after the unlock
+        if _acquired(handle, deadline, path, output) and _still_named(handle, path):
+            break
+        handle.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle.close()
+
+
+def _acquired(handle, deadline: float, path: Path, output: str | Path) -> bool:
+    """Wait for the exclusive lock on ``handle`` until ``deadline`` (UsageError after)."""
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise UsageError(f"{path} is held by another mopt writing {output}; wait "
+                                 "for it (if none runs, delete the lock file)") from None
+            time.sleep(0.05)
+
+
+def _still_named(handle, path: Path) -> bool:
+    """True when ``path`` still names the file ``handle`` locked (not removed meanwhile)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def file_revision(output: str | Path) -> int | None:
+    """The ``revision`` ``output`` holds now (1 when unset); None when there is no file or
+    it cannot be read as a recipe document."""
+    from model_optimizer.recipe.yamlsource import read_yaml_file
+
+    if not Path(output).exists():
+        return None
+    try:
+        document = read_yaml_file(output)[0]
+    except UsageError:
+        return None
+    revision = document.get("revision", 1) if isinstance(document, dict) else None
+    return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
+
+
+def next_revision(loaded, output: str | Path) -> int:
+    """The number the next revision of ``loaded`` gets in ``output`` (call under the lock):
+    its own revision + 1, or, when ``output`` already holds that number or a later one
+    (another writer came first, or it is another recipe's file), the one after that, with a
+    warning that says so."""
+    base = loaded.resolved["revision"]
+    current = file_revision(output)
+    if current is None or current <= base:
+        return base + 1
+    warnings.warn(RecipeWarning(
+        f"{output} already holds revision {current}, later than revision {base} this "
+        f"{loaded.name} was read at (another mopt wrote it since: a rollback, sweep or tune; "
+        f"or it is another file): writing revision {current + 1} after it, not over it"),
+        stacklevel=2)
+    return current + 1
+
+
+def _text_or_none(path: str | Path) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _overridden_values(loaded) -> dict[tuple, object]:

@@ -55,3 +55,21 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
     assert load_recipe(recipe_copy).resolved["engine"]["max_num_seqs"] == chosen
     launched = [r for r in step_runs(folder)]
     assert all(r["value"] <= 10 for r in launched)  # no launch spent on a certain failure
+
+
+    # issue 39: `mopt verify` of the revision the sweep just validated holds; the same
+    # recipe on a slower server (one sequence at a time under the same 10 in flight)
+    # regresses, naming the figure and its interval (two launches)
+    held = run_mopt("verify", str(recipe_copy), "--runs-dir", str(runs), "--json")
+    assert held.returncode == 0, held.stdout + held.stderr
+    data = json.loads(held.stdout)
+    assert data["verdict"] == "holds" and data["validation"]["run_id"] == folder.name
+    run = json.loads((Path(data["run"]["archive"]) / "run.json").read_text())
+    assert run["workload"]["concurrency"] == 10  # the validating run's workload
+    slow = run_mopt("verify", str(recipe_copy), "--runs-dir", str(runs), "--json",
+                    "--set", "engine.max_num_seqs=1")
+    assert slow.returncode == 4, slow.stdout + slow.stderr
+    regressed = json.loads(slow.stdout)
+    assert "qps" in regressed["regressed"], regressed["checks"]
+    qps = next(c for c in regressed["checks"] if c["metric"] == "qps")
+    assert qps["measured_half_width"] is not None and qps["worse_by"] > qps["noise"]

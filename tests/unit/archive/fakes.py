@@ -90,3 +90,15 @@ def tree_state(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes()
             for p in sorted(folder.rglob("*"))
             if p.is_file() and not p.name.startswith(("index.sqlite", ".lock"))}
+
+
+class FakeOutcome:
+    """What run_recipe returns, for a hand-made archive (``make_run``'s folder)."""
+
+    def __init__(self, folder: Path):
+        self.archive, self.run_id, self.status = folder, folder.name, "ok"
+        self.metrics = read_json(folder / "metrics.json")
+        self.ok, self.exit_code, self.failure = True, 0, None
+
+    def to_dict(self) -> dict:
+        return {"archive": str(self.archive), "status": self.status}

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from model_optimizer.archive import index
+from model_optimizer.archive.manifest import write_manifest
 from model_optimizer.cli.main import app
 from model_optimizer.history.current import (
     NoCurrentRecipe,
@@ -158,6 +159,67 @@ def test_a_quantize_archive_counts_as_using_its_recipe(tmp_path, recipes):
     quantized = make_run(runs, b)
     status = json.loads((quantized / "status.json").read_text())
     (quantized / "status.json").write_text(json.dumps({**status, "kind": "quantize"}))
+    write_manifest(quantized)  # sealed again, as a quantize archive is
     index.refresh(runs, full=True)
     current = current_recipe(runs, cwd=tmp_path)
     assert (current.path.name, current.by) == ("b.yaml", "quantize")
+
+
+# ----- hardening round 3: a forged archive cannot choose the current recipe ------------------
+def forge(runs, recipe, finished_at, seal):
+    """An archive naming ``recipe`` as used, finished at ``finished_at`` (sealed or not)."""
+    folder = make_run(runs, recipe)
+    status = json.loads((folder / "status.json").read_text())
+    (folder / "status.json").write_text(json.dumps({**status, "finished_at": finished_at}))
+    if seal:
+        write_manifest(folder)
+    index.refresh(runs, full=True)
+    return folder
+
+
+def test_an_unsealed_archive_with_a_future_time_does_not_choose_the_recipe(tmp_path, recipes):
+    a, _ = recipes
+    evil = tiny_recipe(tmp_path, "evil.yaml")
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    forged = forge(runs, evil, "2099-01-01T00:00:00Z", seal=False)
+    current = current_recipe(runs, cwd=tmp_path)
+    assert current.path.name == "a.yaml"
+    assert f"{forged.name} (dated 2099-01-01T00:00:00Z, in the future)" in current.untrusted
+    assert "ignored" in current.announce()
+
+
+def test_a_sealed_archive_dated_in_the_future_is_not_trusted(tmp_path, recipes):
+    a, _ = recipes
+    evil = tiny_recipe(tmp_path, "evil.yaml")
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    forge(runs, evil, "2099-01-01T00:00:00Z", seal=True)
+    assert current_recipe(runs, cwd=tmp_path).path.name == "a.yaml"
+
+
+def test_an_edited_archive_does_not_choose_the_recipe(tmp_path, recipes):
+    a, _ = recipes
+    evil = tiny_recipe(tmp_path, "evil.yaml")
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    forged = forge(runs, evil, now, seal=False)  # status.json changed after the seal
+    current = current_recipe(runs, cwd=tmp_path)
+    assert current.path.name == "a.yaml"
+    assert current.untrusted == [f"{forged.name} (does not verify: tampered)"]
+
+
+def test_a_bare_export_does_not_export_a_forged_archives_recipe(tmp_path, recipes,
+                                                               monkeypatch):
+    a, _ = recipes
+    evil = tiny_recipe(tmp_path, "evil.yaml")
+    evil.write_text(evil.read_text().replace("name: tiny-cpu", "name: evil"))
+    runs = tmp_path / "runs"
+    make_run(runs, a)
+    forge(runs, evil, "2099-01-01T00:00:00Z", seal=False)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["export", "--runs-dir", str(runs), "--to", "out",
+                                 "-f", "vllm", "--force"])
+    assert "using a.yaml" in result.output, result.output
+    assert "evil" not in (tmp_path / "out" / "vllm.yaml").read_text()

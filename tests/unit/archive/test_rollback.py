@@ -8,13 +8,13 @@ import yaml
 from model_optimizer.archive import index
 from model_optimizer.archive.manifest import MANIFEST_NAME, ArchiveError, verify_archive
 from model_optimizer.errors import UsageError
-from model_optimizer.history.rollback import reverify, rollback, tolerance_checks
+from model_optimizer.history.rollback import rollback
 from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 
-from .fakes import make_run, read_json, tiny_recipe, tree_state
+from .fakes import FakeOutcome, make_run, read_json, tiny_recipe, tree_state
 
 
 @pytest.fixture
@@ -38,7 +38,10 @@ def sweep_to_revision_2(recipe, runs):
 
 
 def comparable(resolved):
-    return {k: v for k, v in resolved.items() if k not in ("revision", "validated")}
+    """The configuration, without bookkeeping and the pins a validated revision adds."""
+    out = {k: v for k, v in resolved.items() if k not in ("revision", "validated")}
+    out["model"] = {k: v for k, v in out["model"].items() if k != "pins"}
+    return out
 
 
 def test_rollback_of_a_run_restores_what_it_ran_as_a_new_revision(tmp_path, recipe):
@@ -140,33 +143,12 @@ def test_broken_archives_are_refused_and_nothing_is_modified(tmp_path, recipe, d
     assert tree_state(tmp_path) == before
 
 
-def test_tolerance_checks():
-    checks = tolerance_checks({"qps": 10.0, "ttft_p50_ms": 100.0, "tpot_p50_ms": None},
-                              {"qps": 8.0, "ttft_p50_ms": 110.0, "tpot_p50_ms": 5.0}, 0.15)
-    assert [(c["metric"], c["ok"]) for c in checks] == [("qps", False), ("ttft_p50_ms", True)]
-    assert checks[0]["relative_difference"] == pytest.approx(0.2)
-    [zero] = tolerance_checks({"tpot_p50_ms": 0.0}, {"tpot_p50_ms": 2.5}, 0.15)
-    assert zero["relative_difference"] == 1.0 and not zero["ok"]
-    [both] = tolerance_checks({"tpot_p50_ms": 0.0}, {"tpot_p50_ms": 0.0}, 0.15)
-    assert both["ok"]
+@pytest.mark.parametrize(("tpot_ms", "holds"), [(10.0, True), (20.0, False)])
+def test_apply_reverifies_the_restored_revision_with_the_same_workload(tmp_path, recipe,
+                                                                      monkeypatch, tpot_ms,
+                                                                      holds):
+    from model_optimizer.verify import verify
 
-
-class FakeOutcome:
-    """What run_recipe returns, for a hand-made archive."""
-
-    def __init__(self, folder):
-        self.archive, self.run_id, self.status = folder, folder.name, "ok"
-        self.metrics = read_json(folder / "metrics.json")
-        self.ok, self.exit_code = True, 0
-
-    def to_dict(self):
-        return {"archive": str(self.archive), "status": self.status}
-
-
-@pytest.mark.parametrize(("tpot_ms", "passed"), [(10.0, True), (20.0, False)])
-def test_reverify_runs_the_restored_revision_with_the_same_workload(tmp_path, recipe,
-                                                                    monkeypatch, tpot_ms,
-                                                                    passed):
     runs = tmp_path / "runs"
     first = make_run(runs, recipe, ["workload.num_requests=30"])
     calls = []
@@ -175,23 +157,25 @@ def test_reverify_runs_the_restored_revision_with_the_same_workload(tmp_path, re
         calls.append((loaded, kwargs))
         return FakeOutcome(make_run(runs_base, loaded.path, seed=9, tpot_ms=tpot_ms))
 
-    monkeypatch.setattr("model_optimizer.runner.run_recipe", fake_run_recipe)
+    monkeypatch.setattr("model_optimizer.verify.run_recipe", fake_run_recipe)
     result = rollback(first.name, runs)
-    check = reverify(result, tolerance=0.15)
+    check = verify(load_recipe(result.recipe_file), runs,
+                   archive_extra={"rollback_of": result.source})
     [(loaded, kwargs)] = calls
     assert loaded.resolved["revision"] == 2 and loaded.path == recipe
     assert kwargs["workload_override"] == read_json(first / "run.json")["workload"]
     assert kwargs["archive_extra"]["rollback_of"] == first.name
-    assert check.passed is passed
-    by_metric = {c["metric"]: c for c in check.checks}
-    assert by_metric["qps"]["ok"] is passed and by_metric["tpot_p50_ms"]["ok"] is passed
-    assert check.to_dict()["diff"]["metrics"]
+    assert check.holds is holds and check.exit_code == (0 if holds else 4)
+    by_metric = {c.metric: c for c in check.verdict.checks}
+    assert by_metric["qps"].verdict == ("holds" if holds else "regressed")
+    assert by_metric["tpot_p50_ms"].verdict == ("holds" if holds else "regressed")
 
 
 def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe,
                                                                 monkeypatch):
     from model_optimizer.archive import RunArchive
     from model_optimizer.archive.entry import revision_fields
+    from model_optimizer.verify import verify
 
     runs = tmp_path / "runs"
     probe = make_run(tmp_path / "probe", recipe, ["engine.max_num_seqs=2"])
@@ -216,9 +200,10 @@ def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe
     result = rollback(tune.id, runs)
     assert result.reference is None and result.revision == 2
     assert load_recipe(recipe).resolved["engine"]["max_num_seqs"] == 2
-    monkeypatch.setattr("model_optimizer.runner.run_recipe",
+    monkeypatch.setattr("model_optimizer.verify.run_recipe",
                         lambda loaded, base, **kw: FakeOutcome(
                             make_run(base, loaded.path, ["engine.max_num_seqs=2"])))
-    check = reverify(result)
-    assert check.passed and {c["metric"] for c in check.checks} == set(figures)
-    assert check.diff.metrics == []  # no archived requests to judge against
+    check = verify(load_recipe(recipe), runs)
+    assert check.validation.reference is None  # no run measured the tune's choice here
+    assert "validated block's figures" in check.validation.note
+    assert check.holds and {c.metric for c in check.verdict.judged} == set(figures)

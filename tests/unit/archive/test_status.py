@@ -69,8 +69,10 @@ def test_validated_recipe_shows_its_figures_and_drift(tmp_path, monkeypatch):
     assert report.recipe["revision"] == 3
     assert report.recipe["validated"]["metrics"]["qps"] == 10.0
     assert any("1x NVIDIA A10" in message for message in report.drift)
-    assert report.next[0]["command"].startswith("mopt sweep")
-    assert "re-validate" in report.next[0]["why"]
+    # drift: verify it here first (issue 39), or re-validate it at once
+    assert report.next[0]["command"] == "mopt verify"
+    assert report.next[1]["command"].startswith("mopt sweep")
+    assert "re-validate" in report.next[1]["why"]
     text = "\n".join(status_lines(report))
     assert "10.00 req/s" in text and "drift: recipe tiny-cpu revision 3" in text
 
@@ -140,9 +142,13 @@ def test_a_changed_pinned_checkpoint_is_drift(tmp_path):
 def test_an_abandoned_current_run_is_not_called_running(tmp_path):
     recipe = tiny_recipe(tmp_path)
     runs = tmp_path / "runs"
+    sealed = make_run(runs, recipe)
     run = make_run(runs, recipe, seal=False)
     state = json.loads((run / "status.json").read_text())
     (run / "status.json").write_text(json.dumps({**state, "pid": 2**22 + 7}))
     report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
-    assert report.current.status == "abandoned" and report.recent[0]["status"] == "abandoned"
+    assert report.recent[0]["status"] == "abandoned"
+    # an unsealed archive does not choose the current recipe (issue 37): the sealed run does
+    assert report.current.run_id == sealed.name
+    assert report.current.untrusted == [f"{run.name} (does not verify: half written)"]
     assert "running" not in "\n".join(status_lines(report))

@@ -183,3 +183,64 @@ def test_a_revision_nothing_measured_drops_the_validated_block_and_keeps_comment
     doc = load_recipe_text(unmeasured).document
     assert doc["revision"] == 3 and "validated" not in doc
     assert doc["model"]["pins"] == {"sha256": "ab" * 32}
+
+
+# ----- revision numbers under concurrent writers (hardening round 3) -------------------------
+def test_a_writer_that_started_before_another_revision_writes_the_next_number(tmp_path):
+    """A sweep read revision 1; a rollback wrote revision 2 meanwhile: the sweep's revision
+    is 3, with a warning, and revision 2 is not overwritten."""
+    import pytest
+
+    from model_optimizer.errors import RecipeWarning
+
+    path = tmp_path / "r.yaml"
+    path.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
+                    .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
+    sweep_started = load_recipe(path)
+    write_revision(load_recipe(path), {("engine", "max_num_seqs"): 2},
+                   {**VALIDATED, "run_id": "rollback"}, path)
+    with pytest.warns(RecipeWarning, match="already holds revision 2.*writing revision 3"):
+        text = write_revision(sweep_started, {("engine", "max_num_seqs"): 16}, VALIDATED,
+                              path)
+    assert yaml.safe_load(text)["revision"] == 3 == load_recipe(path).resolved["revision"]
+
+
+def test_concurrent_writers_never_write_the_same_revision(tmp_path):
+    import threading
+    import warnings
+
+    path = tmp_path / "r.yaml"
+    path.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
+                    .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
+    loaded = load_recipe(path)
+    written, barrier = [], threading.Barrier(6)
+
+    def writer(value):
+        barrier.wait()
+        text = write_revision(loaded, {("engine", "max_num_seqs"): value},
+                              {**VALIDATED, "run_id": f"w{value}"}, path)
+        written.append(yaml.safe_load(text)["revision"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        threads = [threading.Thread(target=writer, args=(v,)) for v in range(1, 7)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(written) == [2, 3, 4, 5, 6, 7]
+    assert load_recipe(path).resolved["revision"] == 7
+
+
+def test_before_write_sees_the_text_it_replaces_under_the_lock(tmp_path):
+    from model_optimizer.recipe.writer import lock_path
+
+    path = tmp_path / "r.yaml"
+    path.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text())
+    before = path.read_text()
+    seen = []
+    write_revision(load_recipe(path), {("engine", "max_num_seqs"): 2}, VALIDATED, path,
+                   before_write=seen.append)
+    assert seen == [before]
+    assert lock_path(path) == tmp_path / ".r.yaml.lock"
+    assert not lock_path(path).exists()  # removed when released: nothing left beside it

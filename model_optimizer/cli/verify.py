@@ -1,0 +1,119 @@
+"""`mopt verify [RECIPE]`: re-measure the validated revision and say whether it holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.apply import print_outcome
+from model_optimizer.cli.common import (
+    JsonOption,
+    RunsDirOption,
+    SetOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+    progress_console,
+)
+from model_optimizer.cli.current import (
+    ForceOption,
+    OptionalRecipeArg,
+    check_before_launch,
+    load_chosen,
+)
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.errors import EXIT_SLO_FAILED
+from model_optimizer.history.drift import check_drift
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.signals import terminate_as_interrupt
+from model_optimizer.verify import Target, VerifyResult, report_lines, verify
+
+
+def print_result(result: VerifyResult) -> None:
+    """The measured run, then the verification side by side, the verdict and what next."""
+    print_outcome(result.outcome)
+    console.print("")
+    for line in report_lines(result):
+        style = ("green" if line.startswith("HOLDS") else "bold red"
+                 if line.startswith(("REGRESSED", "NOT ")) else None)
+        console.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
+def target_of(url: str | None, loaded: LoadedRecipe, model: str | None,
+              tokenizer: Path | None) -> Target:
+    """A launch (no URL), or the server at ``url``: its model and where tokens are counted."""
+    if url is None:
+        return Target()
+    from model_optimizer.cli.endpoint import endpoint_model
+
+    url = url.rstrip("/")
+    model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
+                                               recipe_given=True)
+    return Target(url, model_name, tokenizer_dir)
+
+
+@handle_errors
+def verify_command(
+    recipe: OptionalRecipeArg = None,
+    url: Annotated[str | None, typer.Option(
+        "--url", help="Measure the server running there (the deployment) instead of "
+                      "launching one.", show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(help="--url: the model to request (default: "
+                                              "the server's only one).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        help="--url: tokenizer folder for exact prompt lengths (default: the recipe's "
+             "model).")] = None,
+    retune: Annotated[bool, typer.Option(
+        "--retune", help="On a regression, run `mopt sweep RECIPE` (without --set) at "
+                         "once; the exit code is then the sweep's.")] = False,
+    overrides: SetOption = None,
+    runs_dir_opt: RunsDirOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-measure RECIPE's validated revision and compare with the figures that validated it.
+
+    The workload and budget are those of the validating run (`validated.run_id`, found under
+    the runs dir); the figures are shown side by side with their 95% intervals. A figure
+    regressed when it is worse than validated by more than the noise: both runs'
+    intervals, the validating search's run-to-run noise, the 10% minimum effect and either
+    run's drift (docs/production.md); `rollback --apply` judges by the same rule. The
+    verdict is archived (kind verify): `mopt status` shows it, and `apply --strict` accepts
+    a drifted recipe once a verification here holds.
+
+    Without RECIPE, verifies the current recipe (see `mopt status`).
+
+    Exit codes: 0 the revision holds; 2 bad input (no validated block, a preflight
+    refusal, a dead --url); 3 the server failed to start; 4 a figure regressed beyond the
+    noise (named, with its interval); 5 the engine failed during the load; 130
+    interrupted.
+    """
+    loaded = load_chosen(recipe, overrides, "verify", as_json, runs_dir_opt)
+    for message in check_drift(loaded.resolved, base_dir=loaded.base_dir,
+                               runs_base=runs_dir(runs_dir_opt)):
+        err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False,
+                          soft_wrap=True)
+    if url is None:
+        check_before_launch(loaded, force, err_console, runs_dir_opt)
+    target = target_of(url, loaded, model, tokenizer)
+    terminate_as_interrupt()
+    total = loaded.resolved["workload"].get("num_requests")
+    with RunProgress(progress_console(as_json), total=total) as progress:
+        result = verify(loaded, runs_dir(runs_dir_opt), target=target, on_event=progress)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print_result(result)
+    if retune and result.exit_code == EXIT_SLO_FAILED:
+        from model_optimizer.cli.sweep import sweep
+
+        progress_console(as_json).print(f"--retune: mopt sweep {result.recipe_file}",
+                                        highlight=False, markup=False, soft_wrap=True)
+        sweep(recipe=Path(result.recipe_file), runs_dir_opt=runs_dir_opt, force=force,
+              as_json=as_json)
+    raise typer.Exit(result.exit_code)
