@@ -41,12 +41,13 @@ def cpu_fleet(**changes) -> dict:
 
 
 def gpu_fleet(shares=(0.45, 0.45), quant=("gptq", "gptq"), seqs=8) -> dict:
-    """Two 7B Llama-2 instances on one A10 (the model config from examples/)."""
+    """Two 7B Llama-2 instances on one A10 with an 8-bit KV cache, like
+    recipes/7b-int4-a10.yaml (the model config from examples/)."""
     def inline(name, share, method):
         model = {"path": "meta-llama/Llama-2-7b-hf", "served_name": f"llama-{name}",
                  "dtype": "float16", "quantization": method}
         return {"model": model, "gpu_memory_utilization": share,
-                "engine": {"max_model_len": 4096, "max_num_seqs": seqs}}
+                "engine": {"max_model_len": 4096, "max_num_seqs": seqs, "kv_cache_dtype": "fp8"}}
     doc = cpu_fleet()
     doc["hardware"] = {"accelerator": "A10"}
     doc["instances"] = {"a": inline("a", shares[0], quant[0]),
