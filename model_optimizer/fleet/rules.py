@@ -131,8 +131,8 @@ def _core_rules(fleet: dict, smap: SourceMap) -> list[Diagnostic]:
         if cores is None:
             out.append(smap.diagnostic(
                 ("instances", name), f"no core is left for instance '{name}' (this machine "
-                f"has {len(machine_cores())})", "fewer instances, or cores: [...] shared on "
-                "purpose by naming them", prefer_key=True))
+                f"has {len(machine_cores())})", "run fewer instances on this machine: each engine "
+                "takes a core of its own", prefer_key=True))
     return out
 
 
