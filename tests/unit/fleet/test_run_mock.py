@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 
 import psutil
 import pytest
@@ -14,7 +15,7 @@ import yaml
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED
-from model_optimizer.events import LoadProgress
+from model_optimizer.events import LoadProgress, Ready
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.launch import router_executable
 from model_optimizer.fleet.run import run_fleet
@@ -51,11 +52,41 @@ def mock_fleet(tmp_path, tiny_model_dir, requests: int = 24):
     return load_fleet(path)
 
 
-def test_a_fleet_run_routes_as_the_rules_say_and_archives_everything(tmp_path,
-                                                                     tiny_model_dir):
+def router_process() -> psutil.Process:
+    return next(p for p in psutil.Process().children(recursive=True)
+                if "litellm" in " ".join(p.cmdline()))
+
+
+def bench_the_router(tmp_path, tiny_model_dir, monkeypatch, benched: list):
+    """On Ready: `mopt bench --url` against the running router (before the fleet's load and
+    its counters), as a team would bench a router it runs."""
+    from typer.testing import CliRunner
+
+    from model_optimizer.cli.main import app
+
+    def on_event(event) -> None:
+        if not isinstance(event, Ready):
+            return
+        proc = router_process()
+        monkeypatch.setenv("ROUTER_KEY", proc.environ()["LITELLM_MASTER_KEY"])
+        port = proc.cmdline()[proc.cmdline().index("--port") + 1]
+        benched.append(CliRunner().invoke(app, [
+            "bench", "--url", f"http://127.0.0.1:{port}", "--model", "chat", "--tokenizer",
+            str(tiny_model_dir), "--api-key-env", "ROUTER_KEY", "--prompt-tokens", "16",
+            "--output-tokens", "4", "--num-requests", "6", "--warmup", "0", "--json",
+            "--runs-dir", str(tmp_path / "bench-runs")]))
+    return on_event
+
+
+def test_a_fleet_run_routes_as_the_rules_say_and_archives_everything(tmp_path, tiny_model_dir,
+                                                                     monkeypatch):
     fleet = mock_fleet(tmp_path, tiny_model_dir)
     before = children_pids()
-    outcome = run_fleet(fleet, tmp_path / "runs", engine_factory=MockEngine(ttft_ms=2, itl_ms=1))
+    benched: list = []
+    outcome = run_fleet(fleet, tmp_path / "runs", engine_factory=MockEngine(ttft_ms=2, itl_ms=1),
+                        on_event=bench_the_router(tmp_path, tiny_model_dir, monkeypatch, benched))
+    assert benched[0].exit_code == 0, benched[0].output
+    assert json.loads(benched[0].stdout)["metrics"]["completed"] == 6  # bench --url: the router
     assert outcome.exit_code == EXIT_OK, (outcome.status, outcome.failure,
                                          outcome.metrics.get("slo_violations"))
     metrics = outcome.metrics
@@ -105,3 +136,30 @@ def test_a_router_that_dies_mid_run_is_reported_and_nothing_is_lost(tmp_path, ti
     assert json.loads((outcome.archive / "metrics.json").read_text())["requests"] >= 8
     assert (outcome.archive / "manifest.json").is_file()
     assert not alive(children_pids() - before)
+
+
+def test_sigkill_of_mopt_leaves_no_engine_and_no_router(tmp_path, tiny_model_dir):
+    from model_optimizer.reaper import server_processes
+    from tests.unit.mock_mopt import start_mock_mopt
+
+    fleet = mock_fleet(tmp_path, tiny_model_dir, requests=2000)
+    runs = tmp_path / "runs"
+    proc = start_mock_mopt("apply", str(fleet.path), "--runs-dir", str(runs),
+                           log=tmp_path / "mopt.log", engine={"ttft_ms": 20, "itl_ms": 5})
+    deadline = time.monotonic() + 120
+    archive = None
+    while time.monotonic() < deadline and archive is None:
+        assert proc.poll() is None, (tmp_path / "mopt.log").read_text()
+        for log in runs.glob("*/requests.jsonl"):
+            if len(log.read_text().splitlines()) >= 5:
+                archive = log.parent
+        time.sleep(0.2)
+    assert archive is not None, "the load did not start"
+    owned = server_processes(archive)
+    assert len(owned) >= 3  # two engines and the router, each carrying the archive's tag
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    gone_by = time.monotonic() + 20
+    while server_processes(archive) and time.monotonic() < gone_by:
+        time.sleep(0.2)
+    assert server_processes(archive) == []
