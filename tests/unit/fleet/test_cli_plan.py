@@ -40,3 +40,12 @@ def test_plan_of_a_broken_fleet_is_a_usage_error_with_the_location(write_fleet):
     result = invoke("plan", path, "--model-config", LLAMA)
     assert result.exit_code == 2
     assert f"{path}:" in result.output and "add up to 1.20" in result.output
+
+
+def test_validate_checks_a_fleet_beside_recipes(write_fleet):
+    result = invoke("validate", SHIPPED, ROOT / "recipes" / "tiny-cpu.yaml")
+    assert result.exit_code == 0, result.output
+    assert "(fleet tiny-cpu-fleet, revision 1)" in result.output
+    broken = write_fleet(gpu_fleet((0.6, 0.6)))
+    result = invoke("validate", broken)
+    assert result.exit_code == 2 and "add up to 1.20" in result.output
