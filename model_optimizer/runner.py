@@ -76,9 +76,7 @@ from model_optimizer.telemetry import TelemetrySampler
 
 log = logging.getLogger(__name__)
 NO_REQUEST_COMPLETED = "no_request_completed"
-ROUTER_DIED = "router_died"  # a fleet's router exited during the load (fleet/run.py)
-RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR, DISK_FULL,
-                    ROUTER_DIED)  # exit 5
+RUNTIME_FAILURES = ("engine_died", NO_REQUEST_COMPLETED, INTERNAL_ERROR, DISK_FULL)  # exit 5
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
 DEFAULT_MIN_SUCCESS_RATE = 0.95
 

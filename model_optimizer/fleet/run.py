@@ -24,6 +24,7 @@ from model_optimizer.archive.names import FAILURE_FILE
 from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
 from model_optimizer.engine.factory import EngineFactory
+from model_optimizer.errors import EXIT_RUN_FAILED
 from model_optimizer.events import (
     Done,
     EventCallback,
@@ -55,7 +56,6 @@ from model_optimizer.fleet.router import Endpoint, request_label, router_config
 from model_optimizer.fleet.spec import LoadedFleet
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.runner import (
-    ROUTER_DIED,
     RunOutcome,
     RunRecords,
     check_model_present,
@@ -66,6 +66,19 @@ from model_optimizer.runner import (
 )
 from model_optimizer.secrets import redact_argv, redact_env, secret_values
 from model_optimizer.signals import interrupts_deferred
+
+ROUTER_DIED = "router_died"
+
+
+class FleetOutcome(RunOutcome):
+    """A fleet run's outcome: a router that died mid-run exits 5, like an engine that did."""
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI exit code for this outcome."""
+        if self.failure is not None and self.failure.kind == ROUTER_DIED:
+            return EXIT_RUN_FAILED
+        return super().exit_code
 
 
 class LabelledItems:
@@ -151,7 +164,7 @@ def run_fleet(fleet: LoadedFleet, runs_base: str | Path, *,
     router = router_plan.process(archive.file(ROUTER_LOG))
     routed = Routed(fleet.router)
     measurement = FleetRecords(archive, items, routed)
-    outcome = RunOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
+    outcome = FleetOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
     try:
         _serve_and_measure(fleet, engines, router, router_plan.key, archive, workload,
                            measurement, emit, outcome)
