@@ -33,6 +33,9 @@ else
   echo "$want" >"$stamp"
 fi
 
+# The router of a fleet (LiteLLM's proxy) in its own venv: recipes/tiny-cpu-fleet.yaml
+bash examples/setup-router.sh
+
 echo "== building the tiny local model (random weights, local tokenizer; nothing downloaded)"
 .venv/bin/mopt tiny-model models/tiny-llama
 # The trained tiny model (quality tests, recipes/tiny-trained-cpu.yaml) is not built here: the

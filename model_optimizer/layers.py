@@ -36,8 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # one measured, archived run of one recipe
     ("runner",),
     # one configuration for a search: planner check, repeats, figures; the capacity search
-    # (windows at offered rates on one live server)
-    ("measure", "capacity"),
+    # (windows at offered rates on one live server); a fleet: several instances and their
+    # router, planned, launched and measured through the router's one URL
+    ("measure", "capacity", "fleet"),
     # runs, diff, rollback, drift: reading archives
     ("history",),
     # the HTML report of an archive (read from its files; sweeps, tunes and optimizes write

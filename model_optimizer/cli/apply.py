@@ -34,8 +34,10 @@ from model_optimizer.cli.current import (
     check_before_launch,
     load_chosen,
 )
+from model_optimizer.cli.fleet_apply import apply_fleet_command
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_SLO_FAILED
+from model_optimizer.fleet import is_fleet_file
 from model_optimizer.history.drift import check_drift
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.signals import terminate_as_interrupt
@@ -123,7 +125,14 @@ def apply(
     refusal (or drift with --strict); 3 the server failed to start; 4 the run completed but
     missed an SLO or the quality gate; 5 the engine failed during the load; 130 interrupted.
     The vLLM server is always stopped before mopt exits.
+
+    A fleet file (kind: fleet) launches every instance and the router, sends the workload
+    to the router's URL and reports per instance too (docs/fleet.md); a routing mismatch
+    exits 4.
     """
+    if recipe is not None and is_fleet_file(recipe):
+        apply_fleet_command(recipe, overrides, runs_dir_opt, as_json)
+        return
     loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir,
                         runs_base=runs_dir(runs_dir_opt))

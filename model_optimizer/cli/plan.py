@@ -17,7 +17,9 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.cli.fleet_plan import plan_fleet_command
 from model_optimizer.errors import UsageError
+from model_optimizer.fleet import is_fleet_file
 from model_optimizer.plan import PlanReport, estimate, load_model_config
 from model_optimizer.plan.checkpoint_files import read_checkpoint
 from model_optimizer.recipe import LoadedRecipe
@@ -94,7 +96,12 @@ def plan(
     """Estimate memory, KV capacity and the decode bandwidth floor. No GPU, no vLLM needed.
 
     Exits 0 when the recipe fits, 1 when the arithmetic says vLLM cannot start with it.
+    A fleet file (kind: fleet) is planned instance by instance, with the verdict for the
+    shared accelerator (docs/fleet.md).
     """
+    if recipe is not None and is_fleet_file(recipe):
+        plan_fleet_command(recipe, model_config, overrides, as_json)
+        return
     loaded = load_chosen(recipe, overrides, "plan", as_json)
     config_path = find_model_config(loaded, model_config)
     folder = config_path.parent if config_path.name == "config.json" else None

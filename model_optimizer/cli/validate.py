@@ -20,6 +20,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.current import recipe_or_current
 from model_optimizer.errors import EXIT_USAGE, RecipeError, UsageError
+from model_optimizer.fleet import is_fleet_file, load_fleet
 from model_optimizer.history.drift import pinned_checkpoint_messages
 from model_optimizer.recipe import load_recipe
 
@@ -48,6 +49,9 @@ def validate(
             raise typer.Exit(exc.exit_code) from None
     results = []
     for path in recipes:
+        if is_fleet_file(path):
+            results.append(_validate_fleet(path))
+            continue
         try:
             loaded = load_recipe(path, overrides)
             drift = pinned_checkpoint_messages(loaded.resolved, loaded.base_dir)
@@ -76,3 +80,15 @@ def validate(
                 err_console.print(result["text"], highlight=False, soft_wrap=True, markup=False)
     if not all_ok:
         raise typer.Exit(EXIT_USAGE)
+
+
+def _validate_fleet(path: Path) -> dict:
+    """A fleet file (kind: fleet): its own checks and every member's (docs/fleet.md)."""
+    try:
+        fleet = load_fleet(path)
+    except RecipeError as exc:
+        return {"file": str(path), "ok": False, "errors": [d.to_dict() for d in exc.diagnostics],
+                "text": exc.format()}
+    return {"file": str(path), "ok": True, "name": f"fleet {fleet.name}",
+            "revision": fleet.resolved["revision"], "errors": [], "warnings": [], "drift": [],
+            "text": ""}

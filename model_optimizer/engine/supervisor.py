@@ -100,6 +100,8 @@ class EngineProcess:
     grace_s: float = 20.0
     startup_grace_s: float = 3.0
     placement: Placement | None = None
+    #: the readiness path (a router answers its own: LiteLLM's ``/health/liveliness``)
+    health_path: str = "/health"
     placement_seen: dict[str, list[int]] = field(default_factory=dict, init=False)
     process: subprocess.Popen | None = field(default=None, init=False)
     started_at: float | None = field(default=None, init=False)
@@ -179,7 +181,7 @@ class EngineProcess:
     def _healthy(self) -> bool:
         """``/health`` answered 200 within ``HEALTH_DEADLINE_S`` in total."""
         try:
-            return call("GET", join_url(self.base_url, "/health"),
+            return call("GET", join_url(self.base_url, self.health_path),
                         deadline_s=HEALTH_DEADLINE_S, max_bytes=4096).status == 200
         except HTTPCallError:
             return False

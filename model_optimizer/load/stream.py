@@ -193,13 +193,17 @@ def build_payload(model: str, workload: Mapping[str, Any], prompt: Any) -> dict[
     ``workload.ignore_eos: false`` leaves the flag out (servers that do not know it).
     """
     output_tokens = int(workload["output_tokens"])
+    tags: tuple[str, ...] = ()
     if isinstance(prompt, WorkItem):
+        model, tags = prompt.model or model, prompt.tags
         prompt, output_tokens = prompt.prompt, prompt.output_tokens
     payload: dict[str, Any] = {
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if tags:  # a router's request tags (LiteLLM reads "tags" and does not pass them on)
+        payload["tags"] = list(tags)
     if workload.get("ignore_eos", True):
         payload["ignore_eos"] = True
     if workload.get("endpoint", "completions") == "chat":

@@ -45,6 +45,10 @@ class WorkItem:
     output_tokens: int
     request_class: str | None = None
     prompt_tokens: int | None = None  # as the server counts them, when known
+    #: what a client of a routed fleet labels the request with (``fleet.router``): the model
+    #: name it asks for (None: the run's) and tags sent as ``"tags"`` in the body
+    model: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 class LazyItems(Sequence):

@@ -136,6 +136,12 @@ RecipeValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
 def schema_diagnostics(doc: dict, smap: SourceMap, version: int | None = None) -> list[Diagnostic]:
     """Every schema violation of ``doc``, located through ``smap``."""
     schema = recipe_schema() if version is None else recipe_schema(version)
+    return diagnostics_against(schema, doc, smap)
+
+
+def diagnostics_against(schema: dict, doc: dict, smap: SourceMap) -> list[Diagnostic]:
+    """Every violation of ``schema`` by ``doc`` (a recipe, or a fleet: ``fleet/``), worded
+    and located like a recipe's."""
     validator = RecipeValidator(schema)
     out: list[Diagnostic] = []
     for error in validator.iter_errors(doc):

@@ -105,3 +105,31 @@ def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float | None] | None:
     if reply.status != 200 or reply.truncated:
         return None
     return parse_metrics(reply.text)
+
+
+#: requests an engine finished (every finish reason): what a fleet counts per instance
+REQUESTS_FINISHED = "vllm:request_success_total"
+
+
+def counter_sum(text: str, name: str = REQUESTS_FINISHED) -> float | None:
+    """The sum over label sets of the samples named ``name`` (None: the page has none)."""
+    values = []
+    for raw_line in text.splitlines():
+        match = _SAMPLE_LINE.match(raw_line.strip())
+        if match is not None and match["name"] == name:
+            value = _parse_value(match["value"])
+            if value is not None:
+                values.append(value)
+    return sum(values) if values else None
+
+
+def scrape_counter(url: str, name: str = REQUESTS_FINISHED,
+                   timeout_s: float = 2.0) -> float | None:
+    """GET a `/metrics` URL and sum counter ``name``; None when it cannot be read."""
+    try:
+        reply = call("GET", url, deadline_s=timeout_s, max_bytes=MAX_METRICS_BYTES)
+    except HTTPCallError:
+        return None
+    if reply.status != 200 or reply.truncated:
+        return None
+    return counter_sum(reply.text, name)

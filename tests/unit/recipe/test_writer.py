@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+from model_optimizer.fleet import is_fleet_file
 from model_optimizer.recipe import load_recipe, load_recipe_text
 from model_optimizer.recipe.writer import write_revision
 
@@ -63,6 +64,8 @@ def comments(text: str) -> list[str]:
 
 def test_every_comment_of_the_shipped_recipes_survives_in_order(tmp_path):
     for source in sorted((ROOT / "recipes").glob("*.yaml")):
+        if is_fleet_file(source):
+            continue  # a fleet is not a recipe revision
         loaded = load_recipe(source)
         text = write_revision(loaded, {("engine", "max_num_seqs"): 3}, VALIDATED,
                               tmp_path / source.name)

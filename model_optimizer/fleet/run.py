@@ -1,0 +1,283 @@
+"""``mopt apply FLEET``: launch every instance and the router, send the workload to the
+router's one URL, count what each instance served, archive it all, stop everything.
+
+One archive (kind ``fleet``) holds the fleet as given (``recipe.given.yaml``), the router's
+side as resolved (``recipe.resolved.yaml``), each instance as served
+(``instance.<name>.yaml``), the router's configuration (``router.yaml``), every log at the
+top of the archive (``engine.<name>.log``, ``router.log``: the reaper finds a killed mopt's
+processes by it), the requests and the figures overall, per class and per instance
+(``metrics.json``: ``classes``, ``instances``, ``routing``). Whatever happens (a start that
+fails, an instance or the router dying mid-run, Ctrl-C, a bug) every process is stopped and
+the archive says what happened with whatever was measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from model_optimizer.archive import STATUS_INTERRUPTED, RunArchive, failed_status
+from model_optimizer.archive.names import FAILURE_FILE
+from model_optimizer.archive.start import scrub_log, write_start
+from model_optimizer.engine import EngineProcess, EngineStartError, Failure
+from model_optimizer.engine.factory import EngineFactory
+from model_optimizer.errors import EXIT_RUN_FAILED
+from model_optimizer.events import (
+    Done,
+    EventCallback,
+    Ready,
+    StartFailed,
+    Starting,
+    Stopping,
+    Waiting,
+    quiet,
+)
+from model_optimizer.fleet.counts import (
+    Routed,
+    instance_figures,
+    read_counts,
+    routing_problems,
+    served_since,
+)
+from model_optimizer.fleet.finish import finalize, judge
+from model_optimizer.fleet.launch import (
+    CLIENT_KEY_ENV,
+    ROUTER_CONFIG,
+    ROUTER_LOG,
+    engine_log,
+    plan_instances,
+    plan_router,
+    router_executable,
+)
+from model_optimizer.fleet.router import Endpoint, request_label, router_config
+from model_optimizer.fleet.spec import LoadedFleet
+from model_optimizer.reaper import reap_abandoned
+from model_optimizer.runner import (
+    RunOutcome,
+    RunRecords,
+    check_model_present,
+    effective_workload,
+    finish_metrics,
+    measure_endpoint,
+    run_items,
+)
+from model_optimizer.secrets import redact_argv, redact_env, secret_values
+from model_optimizer.signals import interrupts_deferred
+
+ROUTER_DIED = "router_died"
+
+
+class FleetOutcome(RunOutcome):
+    """A fleet run's outcome: a router that died mid-run exits 5, like an engine that did."""
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI exit code for this outcome."""
+        if self.failure is not None and self.failure.kind == ROUTER_DIED:
+            return EXIT_RUN_FAILED
+        return super().exit_code
+
+
+class LabelledItems:
+    """The run's requests as a client of the fleet labels them (model name, tags)."""
+
+    def __init__(self, items, fleet: LoadedFleet):
+        self.items, self.fleet = items, fleet
+        self.classes = items.classes
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int):
+        item = self.items[index]
+        model, tags = request_label(self.fleet.router, item.request_class)
+        return dataclasses.replace(item, model=model, tags=tags)
+
+    def close(self) -> None:
+        self.items.close()
+
+
+class FleetRecords(RunRecords):
+    """The run's records, also counted by the instance the rules send each to."""
+
+    def __init__(self, archive: RunArchive, items, routed: Routed):
+        super().__init__(archive, items)
+        self.routed = routed
+
+    def on_record(self, record) -> None:
+        super().on_record(record)
+        self.routed.add(record)
+
+
+def _start_extra(fleet: LoadedFleet, plans, router, workload: dict) -> dict:
+    instances = {name: {"argv": redact_argv(plan.command.argv),
+                        "env": redact_env(plan.command.env), "base_url": plan.base_url,
+                        "placement": plan.placement.to_dict(),
+                        "classes": list(fleet.instances[name].classes)}
+                 for name, plan in plans.items()}
+    return {"kind": "fleet", "fleet": fleet.name, "workload": workload,
+            "instances": instances, "router": {"url": router.base_url, "model":
+                                               fleet.router.model}}
+
+
+def _open_archive(fleet: LoadedFleet, runs_base, plans, workload, config: dict):
+    """The archive with its start files; the router's plan (its config written there)."""
+    holder = {}
+
+    def start(archive: RunArchive) -> None:
+        taken = {int(p.base_url.rsplit(":", 1)[1]) for p in plans.values()}
+        router = plan_router(fleet, archive.file(ROUTER_CONFIG), router_executable(), taken)
+        holder["router"] = router
+        archive.write_yaml(ROUTER_CONFIG, config,
+                           header="# LiteLLM proxy configuration, generated by mopt\n")
+        for name, instance in fleet.instances.items():
+            archive.write_yaml(f"instance.{name}.yaml", instance.recipe.resolved,
+                               header=f"# instance {name} of {fleet.name} as served\n")
+        write_start(archive, fleet.front, _start_extra(fleet, plans, router, workload),
+                    argv=router.argv, env=router.env)
+    archive = RunArchive.create(runs_base, fleet.name, kind="fleet", start=start)
+    return archive, holder["router"]
+
+
+def run_fleet(fleet: LoadedFleet, runs_base: str | Path, *,
+              on_event: EventCallback | None = None,
+              engine_factory: EngineFactory | None = None) -> RunOutcome:
+    """Launch, measure and archive ``fleet``; always stop every process."""
+    emit = on_event or quiet
+    for instance in fleet.instances.values():
+        check_model_present(instance.recipe)
+    router_executable()  # before anything starts: the setup step if it is missing
+    front = fleet.front
+    workload = {**effective_workload(front.spec), "api_key_env": CLIENT_KEY_ENV}
+    items = LabelledItems(run_items(front.spec, workload, front.spec.model.tokenizer,
+                                    front.base_dir), fleet)
+    plans = plan_instances(fleet, engine_factory)
+    endpoints = {name: Endpoint(plan.base_url, fleet.instances[name].served_name)
+                 for name, plan in plans.items()}
+    config = router_config(fleet.router, endpoints, workload["request_timeout_s"])
+    reap_abandoned(runs_base)
+    archive, router_plan = _open_archive(fleet, runs_base, plans, workload, config)
+    engines = {name: plan.process(archive.file(engine_log(name))) for name, plan in plans.items()}
+    router = router_plan.process(archive.file(ROUTER_LOG))
+    routed = Routed(fleet.router)
+    measurement = FleetRecords(archive, items, routed)
+    outcome = FleetOutcome(STATUS_INTERRUPTED, archive.path, archive.id, workload=workload)
+    try:
+        _serve_and_measure(fleet, engines, router, router_plan.key, archive, workload,
+                           measurement, emit, outcome)
+    except KeyboardInterrupt:
+        finish_metrics(measurement, workload, front.spec, outcome, window_s=None)
+        raise
+    finally:
+        with interrupts_deferred():
+            emit(Stopping())
+            for process in [router, *engines.values()]:
+                process.stop()
+            for process in [router, *engines.values()]:
+                scrub_log(process.log_path, secret_values(process.argv, process.env_extra))
+            items.close()
+            finalize(archive, fleet, outcome)
+        emit(Done(outcome.to_dict()))
+    return outcome
+
+
+def _serve_and_measure(fleet, engines: dict[str, EngineProcess], router: EngineProcess,
+                       key: str, archive: RunArchive, workload: dict, measurement: FleetRecords,
+                       emit, outcome: RunOutcome) -> None:
+    if not _launch_all(engines, router, archive, emit, outcome):
+        return
+    urls = {name: engine.base_url for name, engine in engines.items()}
+    before = read_counts(urls)
+    with _client_key(key):
+        result = measure_endpoint(
+            router.base_url, fleet.router.model, workload, archive, measurement, emit,
+            outcome, server_pid=router.pid,
+            should_stop=lambda: _dead(engines, router))
+    outcome.failure = _death(engines, router, archive)
+    if outcome.failure is not None:
+        outcome.status = failed_status(outcome.failure.kind)
+    finish_metrics(measurement, workload, fleet.front.spec, outcome, window_s=result.window_s,
+                   stopped_reason=result.stopped_reason, closed_at=result.closed_at)
+    served = served_since(urls, before, measurement.routed.sent) if outcome.failure is None \
+        else read_counts(urls)
+    classes = {name: inst.classes for name, inst in fleet.instances.items()}
+    figures = instance_figures(measurement.routed, served, outcome.metrics.get("window_s"),
+                               classes)
+    outcome.metrics["instances"] = figures
+    outcome.metrics["routing"] = {"problems": routing_problems(figures,
+                                                               measurement.routed.unknown)}
+    if outcome.failure is None:
+        judge(archive, measurement, outcome)
+
+
+def _launch_all(engines: dict[str, EngineProcess], router: EngineProcess,
+                archive: RunArchive, emit, outcome: RunOutcome) -> bool:
+    """Start every instance and the router at once, then wait for each; False (the
+    failure archived, naming the process) when one does not become ready."""
+    named = {**{f"instance {name}": engine for name, engine in engines.items()},
+             "the router": router}
+    for process in named.values():
+        emit(Starting(process.argv))
+        process.start()
+    archive.set_status("running", phase="starting",
+                       processes={who: p.identity() for who, p in named.items()})
+    started = time.monotonic()
+    for who, process in named.items():
+        try:
+            process.wait_ready(on_tick=lambda _: emit(Waiting(time.monotonic() - started)))
+        except EngineStartError as exc:
+            outcome.failure = dataclasses.replace(exc.failure, hint=f"{who}: {exc.failure.hint}")
+            outcome.status = failed_status(exc.failure.kind)
+            archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
+            emit(StartFailed(outcome.failure.to_dict()))
+            return False
+    outcome.ready_after_s = time.monotonic() - started
+    archive.set_status("running", phase="ready", ready_after_s=outcome.ready_after_s,
+                       placement_seen={who: p.placement_seen for who, p in named.items()})
+    emit(Ready(outcome.ready_after_s))
+    return True
+
+
+def _dead(engines: dict[str, EngineProcess], router: EngineProcess) -> str | None:
+    if not router.alive():
+        return "the router died"
+    for name, engine in engines.items():
+        if not engine.alive():
+            return f"instance {name} died"
+    return None
+
+
+def _death(engines: dict[str, EngineProcess], router: EngineProcess,
+           archive: RunArchive) -> Failure | None:
+    """The first process that died during the load, classified and archived."""
+    failure = None
+    if not router.alive():
+        failure = Failure(ROUTER_DIED, "the router exited during the load; its log is "
+                          "router.log", [line for line in router.log_text().splitlines()
+                                         if line.strip()][-6:], router.process.poll())
+    for name, engine in engines.items():
+        died = engine.runtime_failure()
+        if failure is None and died is not None:
+            failure = dataclasses.replace(died, hint=f"instance {name}: {died.hint}")
+    if failure is not None:
+        with contextlib.suppress(OSError):
+            archive.write_json(FAILURE_FILE, failure.to_dict())
+    return failure
+
+
+@contextlib.contextmanager
+def _client_key(key: str):
+    """The router's key in mopt's environment while the client runs (only the variable's
+    name is archived: workload.api_key_env)."""
+    saved = os.environ.get(CLIENT_KEY_ENV)
+    os.environ[CLIENT_KEY_ENV] = key
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CLIENT_KEY_ENV, None)
+        else:
+            os.environ[CLIENT_KEY_ENV] = saved
