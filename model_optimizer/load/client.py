@@ -268,7 +268,8 @@ class _LoadRun:
             record.request_class = prompt.request_class
         record.requested_output_tokens = payload.get("max_tokens",
                                                      payload.get("max_completion_tokens"))
-        state = StreamState(chat=self.chat, sent_perf=sent_perf)
+        state = StreamState(chat=self.chat, sent_perf=sent_perf,
+                            requested=record.requested_output_tokens)
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._post(payload, record, state)
@@ -306,7 +307,7 @@ class _LoadRun:
             if response.status != 200:
                 record.error = f"HTTP {response.status}: {await error_text(response)}"
                 return
-            parser = SSEParser()
+            parser = SSEParser(max_bytes=state.max_bytes)
             async for data in response.content.iter_any():
                 now_perf = self.clock.perf()
                 for event in parser.feed(data):
