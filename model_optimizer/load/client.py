@@ -52,6 +52,8 @@ from model_optimizer.load.stream import (
     check_complete,
     error_text,
     fill_timings,
+    idle_error,
+    idle_timeout,
 )
 from model_optimizer.load.workload import WorkItem, api_headers, header_secrets, prompts_needed
 
@@ -126,6 +128,7 @@ class _LoadRun:
         if self.concurrency is None and self.rate is None:
             self.concurrency = 1
         self.timeout_s = float(workload.get("request_timeout_s") or 300)
+        self.idle_s = idle_timeout(workload)
         self.warmup_count = int(workload.get("warmup_requests") or 0)
         self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
         self.clock = _Clock()
@@ -151,7 +154,7 @@ class _LoadRun:
     async def run(self) -> LoadResult:
         """Warm up, measure, and return the result (see the module docstring)."""
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
-        timeout = aiohttp.ClientTimeout(total=None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.idle_s)  # idle bound
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
                                          headers=self.headers) as session:
             self.session = session
@@ -280,6 +283,8 @@ class _LoadRun:
             if current is not None:
                 current.uncancel()
             record.error = f"cancelled: {self.stop_reason}"
+        except aiohttp.ServerTimeoutError:  # sock_read: no byte for idle_s seconds
+            record.error = idle_error(self.idle_s or 0.0)
         except TimeoutError:
             record.error = f"timeout after {self.timeout_s:g} s"
         except StreamError as exc:

@@ -17,7 +17,9 @@ memory, classified, with nothing false counted as success (docs/security.md):
   thread, where exiting would end the test, the connection is dropped instead);
 - ``chunk_flood``: 400,000 content chunks whatever was asked, then a plausible ``usage``;
 - ``gzip_newlines``: ``Content-Encoding: gzip``, 2 GiB of newlines (about 2 MB on the
-  wire), then a normal stream.
+  wire), then a normal stream;
+- ``stall_mid_chunk``: one chunk, then the start of a chunked-encoding chunk that never
+  comes whole: the connection stays open and silent.
 """
 
 from __future__ import annotations
@@ -96,6 +98,21 @@ async def _gzip_newlines(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _stall_mid_chunk(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+    response = await _sse(request)
+    [first] = _events("chunks:1", asked, request.path.endswith("chat/completions"))
+    with _gone():
+        await response.write(f"data: {first}\n\n".encode())
+        transport = request.transport
+        if transport is not None:
+            transport.write(b"100\r\ndata: {")  # a 256-byte chunk, 7 bytes of it sent
+        while transport is not None and not transport.is_closing():
+            await asyncio.sleep(DRIBBLE_S)
+    return response
+
+
 def _stream_of(*parts: str) -> _Handler:
     """An SSE answer of ``parts``: ``chunks`` (one per token asked), ``flood``
     (``FLOOD_CHUNKS``) or ``chunks:N``,
@@ -165,6 +182,7 @@ FAULTS: dict[str, tuple[tuple[str, ...], _Handler]] = {
     "die_mid_stream": (GENERATION, _stream_of("chunks:2", "die")),
     "chunk_flood": (GENERATION, _stream_of("flood", "usage:asked", "done")),
     "gzip_newlines": (GENERATION, _gzip_newlines),
+    "stall_mid_chunk": (GENERATION, _stall_mid_chunk),
 }
 
 

@@ -43,6 +43,18 @@ CHUNK_SLACK = 16  # content chunks allowed beyond the tokens asked (vLLM sends o
 UNASKED_TOKENS = 1 << 16  # the bounds' token count for a request without max_tokens
 STREAM_BYTES_FIXED = 1 << 20  # decoded bytes a stream may carry besides its tokens' chunks
 STREAM_BYTES_PER_TOKEN = 16 << 10  # per token asked (a vLLM chunk is about 250 bytes)
+IDLE_TIMEOUT_S = 60.0  # workload.idle_timeout_s's default: no byte for this long fails a request
+
+
+def idle_timeout(workload: Mapping[str, Any]) -> float | None:
+    """Seconds a request may go without a byte from the server (None: no idle bound)."""
+    value = workload.get("idle_timeout_s", IDLE_TIMEOUT_S)
+    return None if value is None else float(value)
+
+
+def idle_error(seconds: float) -> str:
+    """The error of a request the idle timeout ended."""
+    return f"no byte from the server for {seconds:g} s (workload.idle_timeout_s)"
 
 
 def chunk_bound(requested: int | None) -> int:

@@ -155,6 +155,7 @@ class WorkloadSpec(_Spec):
     max_duration_s: Number | None = None
     warmup_requests: int = 4
     request_timeout_s: Number = 300
+    idle_timeout_s: Number | None = 60
     seed: int = 0
     ignore_eos: bool = True
     api_key_env: str | None = None

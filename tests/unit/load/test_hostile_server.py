@@ -22,9 +22,12 @@ from model_optimizer.load.stream import (
     StreamState,
     chunk_bound,
     error_text,
+    idle_error,
+    idle_timeout,
     stream_byte_bound,
     usage_problem,
 )
+from model_optimizer.recipe.spec import RecipeSpec
 
 WORKLOAD = {"output_tokens": 4, "concurrency": 2, "num_requests": 6, "warmup_requests": 0,
             "request_timeout_s": 20, "seed": 0}
@@ -221,3 +224,19 @@ def test_a_gzip_bomb_of_newlines_fails_the_request_at_the_byte_bound(monkeypatch
     assert [r.error for r in result.records] == [
         f"the stream ran over {stream_byte_bound(4)} bytes (decoded), more than its request "
         "can produce"]
+
+
+def test_a_stream_that_stalls_mid_chunk_fails_at_the_idle_timeout():
+    with MockServer(hostile="stall_mid_chunk") as server:
+        started = time.monotonic()
+        result = _run(server, num_requests=2, concurrency=2, idle_timeout_s=0.5)
+    assert time.monotonic() - started < 10  # the request timeout (20 s) never fires
+    assert [r.error for r in result.records] == [idle_error(0.5)] * 2
+    assert all(len(r.chunk_offsets_s) == 1 for r in result.records)  # what came is kept
+
+
+def test_the_idle_timeout_is_a_workload_setting_with_a_default():
+    assert idle_timeout({}) == stream_module.IDLE_TIMEOUT_S == 60
+    assert idle_timeout({"idle_timeout_s": None}) is None
+    assert RecipeSpec.model_validate({"recipe_version": 1, "name": "x", "model": {"path": "m"}}
+                                     ).workload.idle_timeout_s == 60
