@@ -17,6 +17,7 @@ The window opens when the first measured request is sent. It closes when the las
 request finishes: ``num_requests`` and ``duration_s`` bound only the *sending* (whichever
 comes first); requests in flight at the deadline run to completion (or to their timeout) and
 count. QPS is therefore completed requests over a window that contains every one of them.
+A server refusing requests (HTTP 429, Retry-After) pauses the sending (``load.backoff``).
 All times in records and results are wall-clock epoch seconds derived from one anchor of
 the event loop's monotonic clock, so they are mutually consistent and monotonic.
 
@@ -39,6 +40,7 @@ from typing import Any
 
 import aiohttp
 
+from model_optimizer.load.backoff import Backoff
 from model_optimizer.load.stats import percentile
 from model_optimizer.load.steady import qps_precision
 from model_optimizer.load.stream import (
@@ -132,6 +134,7 @@ class _LoadRun:
         self.warmup_count = int(workload.get("warmup_requests") or 0)
         self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
         self.clock = _Clock()
+        self.backoff = Backoff(self.clock.perf)  # HTTP 429 / Retry-After (load.backoff)
         self.session: aiohttp.ClientSession | None = None
         self.semaphore: asyncio.Semaphore | None = None
         self.tasks: set[asyncio.Task] = set()
@@ -229,6 +232,8 @@ class _LoadRun:
                 await asyncio.sleep(max(0.0, wake - self.clock.perf()))
             if self.semaphore is not None:
                 await self.semaphore.acquire()
+            if await self.backoff.pause(deadline if warmup else self.deadline_perf):
+                next_arrival = max(next_arrival, self.clock.perf())  # no burst after a pause
             if not warmup:
                 deadline = self.deadline_perf
             if deadline is not None and self.clock.perf() >= deadline:
@@ -310,6 +315,7 @@ class _LoadRun:
                                 f"{response.headers.get('Location', '?')!r} not followed")
                 return
             if response.status != 200:
+                self.backoff.refused(response.status, response.headers)
                 record.error = f"HTTP {response.status}: {await error_text(response)}"
                 return
             parser = SSEParser(max_bytes=state.max_bytes)
@@ -328,6 +334,8 @@ class _LoadRun:
 
     def _deliver(self, record: RequestRecord) -> None:
         (self.warmup_records if record.warmup else self.records).append(record)
+        if record.ok:
+            self.backoff.succeeded()
         if record.ok and not record.warmup and record.ttft_s is not None:
             bisect.insort(self.sorted_ttft_s, record.ttft_s)
         if self.on_record is None:
@@ -362,6 +370,8 @@ class _LoadRun:
             await asyncio.sleep(STOP_POLL_INTERVAL_S)
             if self.should_stop is not None and self.stop_reason is None:
                 self._poll_should_stop()
+            if self.stop_reason is None and (refusing := self.backoff.give_up_reason()):
+                self._request_stop(refusing)
             if self.clock.perf() - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = self.clock.perf()
                 self._emit_progress()

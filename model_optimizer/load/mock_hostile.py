@@ -19,7 +19,8 @@ memory, classified, with nothing false counted as success (docs/security.md):
 - ``gzip_newlines``: ``Content-Encoding: gzip``, 2 GiB of newlines (about 2 MB on the
   wire), then a normal stream;
 - ``stall_mid_chunk``: one chunk, then the start of a chunked-encoding chunk that never
-  comes whole: the connection stays open and silent.
+  comes whole: the connection stays open and silent;
+- ``retry_after``: HTTP 429 with ``Retry-After: 3600``, every time.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ async def _huge_error(request: web.Request) -> web.StreamResponse:
             await response.write(block)
         await response.write(b"x" * (HUGE_ERROR_BYTES % len(block)))
     return response
+
+
+async def _retry_after(request: web.Request) -> web.StreamResponse:
+    body = {"error": {"message": "rate limit exceeded", "code": 429}}
+    return web.json_response(body, status=429, headers={"Retry-After": "3600"})
 
 
 async def _echo_key(request: web.Request) -> web.StreamResponse:
@@ -183,6 +189,7 @@ FAULTS: dict[str, tuple[tuple[str, ...], _Handler]] = {
     "chunk_flood": (GENERATION, _stream_of("flood", "usage:asked", "done")),
     "gzip_newlines": (GENERATION, _gzip_newlines),
     "stall_mid_chunk": (GENERATION, _stall_mid_chunk),
+    "retry_after": (GENERATION, _retry_after),
 }
 
 
