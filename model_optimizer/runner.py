@@ -315,6 +315,8 @@ def _judge_completed(archive: RunArchive, measurement: RunRecords,
         outcome.status = STATUS_OK
         return
     errors = list(dict.fromkeys(r.error for r in measurement.records if r.error))[:5]
+    if outcome.metrics.get("stopped_reason"):  # why sending stopped (a refusing server)
+        errors.append(f"load stopped: {outcome.metrics['stopped_reason']}")
     outcome.failure = Failure(NO_REQUEST_COMPLETED, "no measured request succeeded; the "
                               "errors are in requests.jsonl", errors)
     outcome.status = failed_status(NO_REQUEST_COMPLETED)

@@ -17,6 +17,7 @@ The window opens when the first measured request is sent and closes when the las
 deadline run to completion (or their timeout) and count. All times are wall-clock epoch
 seconds from one anchor of the event loop's monotonic clock. Prompts are consumed in order
 (warm-up first), cycling when the list runs out (``prompts_needed`` says how many to make).
+A server refusing requests (HTTP 429, Retry-After) pauses the sending (``load.backoff``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 import aiohttp
 
+from model_optimizer.load.backoff import Backoff
 from model_optimizer.load.clock import Clock, LoopLag, parse_request_rate
 from model_optimizer.load.stats import percentile
 from model_optimizer.load.steady import qps_precision
@@ -45,6 +47,8 @@ from model_optimizer.load.stream import (
     check_complete,
     error_text,
     fill_timings,
+    idle_error,
+    idle_timeout,
 )
 from model_optimizer.load.warmup import SteadyWarmup
 from model_optimizer.load.workload import WorkItem, api_headers, header_secrets, prompts_needed
@@ -100,6 +104,7 @@ class _LoadRun:
         if self.concurrency is None and self.rate is None:
             self.concurrency = 1
         self.timeout_s = float(workload.get("request_timeout_s") or 300)
+        self.idle_s = idle_timeout(workload)
         self.warmup_count = int(workload.get("warmup_requests") or 0)
         self.warmup_steady_s = workload.get("warmup_steady_max_s")
         self.warmup: SteadyWarmup | None = None
@@ -108,6 +113,7 @@ class _LoadRun:
         self.clock = Clock()
         self.lag = LoopLag(self.clock.perf)
         self.on_measure_start = on_measure_start
+        self.backoff = Backoff(self.clock.perf)  # HTTP 429 / Retry-After (load.backoff)
         self.session: aiohttp.ClientSession | None = None
         self.semaphore: asyncio.Semaphore | None = None
         self.tasks: set[asyncio.Task] = set()
@@ -130,7 +136,7 @@ class _LoadRun:
     async def run(self) -> LoadResult:
         """Warm up, measure, and return the result (see the module docstring)."""
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
-        timeout = aiohttp.ClientTimeout(total=None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.idle_s)  # idle bound
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
                                          headers=self.headers) as session:
             self.session = session
@@ -210,6 +216,9 @@ class _LoadRun:
                 await asyncio.sleep(max(0.0, wake - self.clock.perf()))
             if self.semaphore is not None:
                 await self.semaphore.acquire()
+            if await self.backoff.pause(self.warmup_deadline_perf if warmup
+                                        else self.deadline_perf):
+                next_arrival = max(next_arrival, self.clock.perf())  # no burst after a pause
             deadline = self.warmup_deadline_perf if warmup else self.deadline_perf
             if deadline is not None and self.clock.perf() >= deadline:
                 if self.semaphore is not None:
@@ -251,7 +260,8 @@ class _LoadRun:
             record.request_class = prompt.request_class
         record.requested_output_tokens = payload.get("max_tokens",
                                                      payload.get("max_completion_tokens"))
-        state = StreamState(chat=self.chat, sent_perf=sent_perf)
+        state = StreamState(chat=self.chat, sent_perf=sent_perf,
+                            requested=record.requested_output_tokens)
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._post(payload, record, state)
@@ -262,6 +272,8 @@ class _LoadRun:
             if current is not None:
                 current.uncancel()
             record.error = f"cancelled: {self.stop_reason}"
+        except aiohttp.ServerTimeoutError:  # sock_read: no byte for idle_s seconds
+            record.error = idle_error(self.idle_s or 0.0)
         except TimeoutError:
             record.error = f"timeout after {self.timeout_s:g} s"
         except StreamError as exc:
@@ -288,9 +300,10 @@ class _LoadRun:
                                 f"{response.headers.get('Location', '?')!r} not followed")
                 return
             if response.status != 200:
+                self.backoff.refused(response.status, response.headers)
                 record.error = f"HTTP {response.status}: {await error_text(response)}"
                 return
-            parser = SSEParser()
+            parser = SSEParser(max_bytes=state.max_bytes)
             async for data in response.content.iter_any():
                 now_perf, before = self.clock.perf(), len(state.chunk_offsets_s)
                 for event in parser.feed(data):
@@ -308,6 +321,8 @@ class _LoadRun:
 
     def _deliver(self, record: RequestRecord) -> None:
         (self.warmup_records if record.warmup else self.records).append(record)
+        if record.ok:
+            self.backoff.succeeded()
         if record.ok and not record.warmup and record.ttft_s is not None:
             bisect.insort(self.sorted_ttft_s, record.ttft_s)
         if self.on_record is None:
@@ -345,6 +360,8 @@ class _LoadRun:
             if (self.phase == "warmup" and self.warmup is not None
                     and self.warmup_deadline_perf is None and self.warmup.done(self.clock.perf())):
                 self.warmup_deadline_perf = self.clock.perf()
+            if self.stop_reason is None and (refusing := self.backoff.give_up_reason()):
+                self._request_stop(refusing)
             if self.clock.perf() - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = self.clock.perf()
                 self._emit_progress()

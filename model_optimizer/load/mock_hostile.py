@@ -14,7 +14,13 @@ memory, classified, with nothing false counted as success (docs/security.md):
 - ``after_done``: a normal stream, then after ``[DONE]`` more chunks and a larger ``usage``;
 - ``echo_key``: HTTP 400 whose error message repeats the ``Authorization`` header sent;
 - ``die_mid_stream``: two chunks, then the server process exits (in a ``MockServer``
-  thread, where exiting would end the test, the connection is dropped instead).
+  thread, where exiting would end the test, the connection is dropped instead);
+- ``chunk_flood``: 400,000 content chunks whatever was asked, then a plausible ``usage``;
+- ``gzip_newlines``: ``Content-Encoding: gzip``, 2 GiB of newlines (about 2 MB on the
+  wire), then a normal stream;
+- ``stall_mid_chunk``: one chunk, then the start of a chunked-encoding chunk that never
+  comes whole: the connection stays open and silent;
+- ``retry_after``: HTTP 429 with ``Retry-After: 3600``, every time.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import asyncio
 import json
 import os
 import threading
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +37,8 @@ from aiohttp import web
 
 GENERATION = ("/v1/completions", "/v1/chat/completions")
 HUGE_ERROR_BYTES = 300 << 20
+FLOOD_CHUNKS = 400_000
+NEWLINE_BOMB_BYTES = 2 << 30
 DRIBBLE_S = 0.3  # shorter than any per-read timeout mopt ever used: only a total one ends it
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -67,14 +76,52 @@ async def _huge_error(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _retry_after(request: web.Request) -> web.StreamResponse:
+    body = {"error": {"message": "rate limit exceeded", "code": 429}}
+    return web.json_response(body, status=429, headers={"Retry-After": "3600"})
+
+
 async def _echo_key(request: web.Request) -> web.StreamResponse:
     sent = request.headers.get("Authorization", "(none)")
     body = {"error": {"message": f"bad request; you sent Authorization: {sent}", "code": 400}}
     return web.json_response(body, status=400)
 
 
+async def _gzip_newlines(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                       "Content-Encoding": "gzip"})
+    await response.prepare(request)
+    packer, block = zlib.compressobj(9, zlib.DEFLATED, 31), b"\n" * (1 << 20)
+    with _gone():
+        for _ in range(NEWLINE_BOMB_BYTES // len(block)):
+            await response.write(packer.compress(block))
+        tail = [f"data: {e}\n\n" for part in ("chunks", "usage:asked", "done")
+                for e in _events(part, asked, request.path.endswith("chat/completions"))]
+        await response.write(packer.compress("".join(tail).encode()) + packer.flush())
+        await response.write_eof()
+    return response
+
+
+async def _stall_mid_chunk(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+    response = await _sse(request)
+    [first] = _events("chunks:1", asked, request.path.endswith("chat/completions"))
+    with _gone():
+        await response.write(f"data: {first}\n\n".encode())
+        transport = request.transport
+        if transport is not None:
+            transport.write(b"100\r\ndata: {")  # a 256-byte chunk, 7 bytes of it sent
+        while transport is not None and not transport.is_closing():
+            await asyncio.sleep(DRIBBLE_S)
+    return response
+
+
 def _stream_of(*parts: str) -> _Handler:
-    """An SSE answer of ``parts``: ``chunks`` (one per token asked) or ``chunks:N``,
+    """An SSE answer of ``parts``: ``chunks`` (one per token asked), ``flood``
+    (``FLOOD_CHUNKS``) or ``chunks:N``,
     ``usage:asked`` or ``usage:1eK`` (10**K completion tokens), ``done``, ``die``."""
     async def handler(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -103,7 +150,7 @@ def _events(part: str, asked: int, chat: bool) -> list[str]:
         usage = {"prompt_tokens": 3, "completion_tokens": count,
                  "total_tokens": count + 3}
         return [json.dumps({"id": "h", "object": "chunk", "choices": [], "usage": usage})]
-    number = asked if part == "chunks" else int(part.split(":")[1])
+    number = {"chunks": asked, "flood": FLOOD_CHUNKS}.get(part) or int(part.split(":")[1])
     choice: dict[str, Any] = ({"index": 0, "delta": {"content": " tok"}} if chat
                               else {"index": 0, "text": " tok"})
     return [json.dumps({"id": "h", "object": "chunk", "choices": [choice]})] * number
@@ -139,6 +186,10 @@ FAULTS: dict[str, tuple[tuple[str, ...], _Handler]] = {
                                           "usage:1e6", "done")),
     "echo_key": (GENERATION, _echo_key),
     "die_mid_stream": (GENERATION, _stream_of("chunks:2", "die")),
+    "chunk_flood": (GENERATION, _stream_of("flood", "usage:asked", "done")),
+    "gzip_newlines": (GENERATION, _gzip_newlines),
+    "stall_mid_chunk": (GENERATION, _stall_mid_chunk),
+    "retry_after": (GENERATION, _retry_after),
 }
 
 

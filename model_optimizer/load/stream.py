@@ -12,8 +12,11 @@ The measurement follows docs/design.md section 3 and matches ``vllm bench serve`
 What a server says is not trusted (docs/security.md): ``usage_problem`` is the one rule for
 plausible counts (``completion_tokens`` at most what was asked, both at most
 ``MAX_PLAUSIBLE_TOKENS``); nothing after ``[DONE]`` is read or counted; an SSE line, an SSE
-event and an error body are each read up to a bound; a record's error text is scrubbed of
-the credentials mopt sent (a server may echo them) and of anything token-shaped.
+event and an error body are each read up to a bound; a stream is bounded by what its request
+can produce (``chunk_bound`` content chunks, ``stream_byte_bound`` decoded bytes: past
+either the request fails, so a record never holds more than its request asked for); a
+record's error text is scrubbed of the credentials mopt sent (a server may echo them) and of
+anything token-shaped.
 
 The orchestration (load shapes, window, stop, progress) is in ``model_optimizer.load.client``.
 """
@@ -36,6 +39,33 @@ MAX_SSE_EVENT_BYTES = 4 << 20  # so is an event (its data lines together) longer
 ERROR_BODY_CHARS = 300
 ERROR_BODY_READ_BYTES = 64 << 10  # of a non-200 answer's body; the rest is never read
 MAX_PLAUSIBLE_TOKENS = 1 << 24  # no model has a context this long: a count above is made up
+CHUNK_SLACK = 16  # content chunks allowed beyond the tokens asked (vLLM sends one per token)
+UNASKED_TOKENS = 1 << 16  # the bounds' token count for a request without max_tokens
+STREAM_BYTES_FIXED = 1 << 20  # decoded bytes a stream may carry besides its tokens' chunks
+STREAM_BYTES_PER_TOKEN = 16 << 10  # per token asked (a vLLM chunk is about 250 bytes)
+IDLE_TIMEOUT_S = 60.0  # workload.idle_timeout_s's default: no byte for this long fails a request
+
+
+def idle_timeout(workload: Mapping[str, Any]) -> float | None:
+    """Seconds a request may go without a byte from the server (None: no idle bound)."""
+    value = workload.get("idle_timeout_s", IDLE_TIMEOUT_S)
+    return None if value is None else float(value)
+
+
+def idle_error(seconds: float) -> str:
+    """The error of a request the idle timeout ended."""
+    return f"no byte from the server for {seconds:g} s (workload.idle_timeout_s)"
+
+
+def chunk_bound(requested: int | None) -> int:
+    """The most content chunks a stream may carry for a request of ``requested`` tokens."""
+    return (UNASKED_TOKENS if requested is None else requested) + CHUNK_SLACK
+
+
+def stream_byte_bound(requested: int | None) -> int:
+    """The most decoded bytes (after any Content-Encoding) a stream may carry."""
+    tokens = UNASKED_TOKENS if requested is None else requested
+    return STREAM_BYTES_FIXED + STREAM_BYTES_PER_TOKEN * tokens
 
 
 @dataclass
@@ -72,13 +102,18 @@ class StreamError(Exception):
 class SSEParser:
     """Incremental Server-Sent Events parser returning the ``data`` of complete events."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._buffer = b""
         self._data_lines: list[str] = []
         self._event_bytes = 0
+        self._max_bytes, self._total_bytes = max_bytes, 0
 
     def feed(self, data: bytes) -> list[str]:
         """Add received bytes; return the data of every event they complete."""
+        self._total_bytes += len(data)
+        if self._max_bytes is not None and self._total_bytes > self._max_bytes:
+            raise StreamError(f"the stream ran over {self._max_bytes} bytes (decoded), more "
+                              "than its request can produce")
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         if len(self._buffer) > MAX_SSE_LINE_BYTES:
@@ -130,15 +165,22 @@ class StreamState:
     """What one stream delivered so far. Every event of one socket read carries that read's
     stamp (``now_perf``): events that waited together in the socket cannot be told apart,
     so ``content_reads`` counts the distinct reads that carried content (a request whose
-    content came in one read has no measurable TPOT: ``load.stats.tpot_measurable``)."""
+    content came in one read has no measurable TPOT: ``load.stats.tpot_measurable``).
+    ``requested`` (the tokens asked) bounds the stream."""
 
     chat: bool
     sent_perf: float
     chunk_offsets_s: list[float] = field(default_factory=list)
     usage: dict | None = None
     done: bool = False
+    requested: int | None = None
     content_reads: int = 0
     _last_content_read: float | None = None
+
+    @property
+    def max_bytes(self) -> int:
+        """The decoded bytes this stream may carry (``stream_byte_bound``)."""
+        return stream_byte_bound(self.requested)
 
     def handle(self, data: str, now_perf: float) -> None:
         """Apply one SSE event's data (stamped with its read's time); nothing after
@@ -162,6 +204,10 @@ class StreamState:
             raise StreamError(f"malformed chunk: choices is {type(choices).__name__}, "
                                "not a list of objects")
         if choices and _is_content_chunk(choices, self.chat):
+            if len(self.chunk_offsets_s) >= chunk_bound(self.requested):
+                raise StreamError(f"more than {chunk_bound(self.requested)} content chunks "
+                                  f"for a request of at most {self.requested} tokens (one "
+                                  "chunk per token expected)")
             self.chunk_offsets_s.append(now_perf - self.sent_perf)
             if now_perf != self._last_content_read:
                 self.content_reads += 1

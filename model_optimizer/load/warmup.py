@@ -5,12 +5,12 @@ A fresh vLLM CPU server runs its first minutes at a fraction of its later pace (
 requests leaves the ramp inside the measured window. After ``warmup_requests``, the warm-up
 goes on in rounds of :data:`ROUND_S` seconds, counting the tokens streamed in each (tokens,
 not completions: a closed loop of equal requests finishes them in waves, so completions per
-round jump by a wave while the token rate is smooth); it is **steady** when the last :data:`STEADY_ROUNDS` rounds' rates all lie within
-:data:`STEADY_SPREAD` of their mean and the first of them differs from the last by less than
-that spread too (a ramp of 5% a round is still a ramp), and
-it gives up at ``warmup_steady_max_s`` (reported as not steady), or after a whole round
-in which no token streamed (a failing server: the measured window then shows why). The rounds, the time it
-took and the verdict go into the run's figures (``warmup``).
+round jump by a wave while the token rate is smooth). It is **steady** when the last
+:data:`STEADY_ROUNDS` rounds' rates all lie within :data:`STEADY_SPREAD` of their mean and
+the first of them differs from the last by less than that spread too (a ramp of 5% a round
+is still a ramp). It gives up at ``warmup_steady_max_s`` (reported as not steady), or after
+a whole round in which no token streamed (a failing server: the measured window then shows
+why). The rounds, the time it took and the verdict go into the run's figures (``warmup``).
 """
 
 from __future__ import annotations

@@ -156,6 +156,7 @@ class WorkloadSpec(_Spec):
     warmup_requests: int = 4
     warmup_steady_max_s: Number | None = None
     request_timeout_s: Number = 300
+    idle_timeout_s: Number | None = 60
     seed: int = 0
     ignore_eos: bool = True
     api_key_env: str | None = None

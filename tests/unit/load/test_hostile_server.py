@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model_optimizer.errors import UsageError
+from model_optimizer.load import mock_hostile
 from model_optimizer.load import stream as stream_module
 from model_optimizer.load.client import run_load_sync
 from model_optimizer.load.mock_server import MockServer
@@ -18,9 +19,15 @@ from model_optimizer.load.stream import (
     ERROR_BODY_READ_BYTES,
     SSEParser,
     StreamError,
+    StreamState,
+    chunk_bound,
     error_text,
+    idle_error,
+    idle_timeout,
+    stream_byte_bound,
     usage_problem,
 )
+from model_optimizer.recipe.spec import RecipeSpec
 
 WORKLOAD = {"output_tokens": 4, "concurrency": 2, "num_requests": 6, "warmup_requests": 0,
             "request_timeout_s": 20, "seed": 0}
@@ -59,8 +66,8 @@ def test_usage_with_a_string_count_is_a_failed_record():
 
 def test_stream_without_newlines_is_cut_off_with_bounded_memory():
     with MockServer(no_newlines=True) as server:
-        started = time.monotonic()
-        result = _run(server, num_requests=2, concurrency=1)
+        started = time.monotonic()  # 512 tokens asked: the stream's byte bound is not first
+        result = _run(server, num_requests=2, concurrency=1, output_tokens=512)
     assert time.monotonic() - started < 20
     assert all(not r.ok and "without a newline" in r.error for r in result.records)
 
@@ -70,8 +77,8 @@ def test_stream_without_newlines_is_cut_off_with_bounded_memory():
 
 def test_an_sse_event_that_never_ends_is_cut_off_with_bounded_memory():
     with MockServer(hostile="endless_event") as server:
-        started = time.monotonic()
-        result = _run(server, num_requests=2, concurrency=1)
+        started = time.monotonic()  # 512 tokens asked: the stream's byte bound is not first
+        result = _run(server, num_requests=2, concurrency=1, output_tokens=512)
     assert time.monotonic() - started < 20  # the request timeout (20 s) never fires
     assert all(not r.ok and "SSE event ran over" in r.error for r in result.records)
 
@@ -181,3 +188,55 @@ def test_usage_is_plausible_only_when_it_is_a_count_within_what_was_asked(claim,
     plausible = isinstance(claim, int) and not isinstance(claim, bool) and 0 <= claim <= asked
     assert (problem is None) == plausible
     assert problem is None or len(problem) < 200
+
+
+# ----- issue 37: a stream larger than its request can produce ------------------------------
+
+
+def test_a_flood_of_chunks_fails_the_request_at_the_bound(monkeypatch):
+    monkeypatch.setattr(mock_hostile, "FLOOD_CHUNKS", 5_000)  # 400,000 in the benchmark
+    with MockServer(hostile="chunk_flood") as server:
+        result = _run(server, num_requests=2, concurrency=1)
+    bound = chunk_bound(4)
+    assert bound == 4 + stream_module.CHUNK_SLACK
+    assert all(not r.ok and f"more than {bound} content chunks" in r.error
+               for r in result.records)
+    assert all(len(r.chunk_offsets_s) == bound and r.output_tokens is None
+               for r in result.records)  # what one record holds is bounded too
+
+
+def test_the_chunk_bound_is_the_tokens_asked_and_a_small_slack():
+    state = StreamState(chat=False, sent_perf=0.0, requested=2)
+    chunk = '{"choices": [{"index": 0, "text": " a"}]}'
+    for _ in range(chunk_bound(2)):
+        state.handle(chunk, 1.0)
+    with pytest.raises(StreamError, match="at most 2 tokens"):
+        state.handle(chunk, 1.0)
+
+
+def test_a_gzip_bomb_of_newlines_fails_the_request_at_the_byte_bound(monkeypatch):
+    monkeypatch.setattr(mock_hostile, "NEWLINE_BOMB_BYTES", 16 << 20)  # 2 GiB in the benchmark
+    with MockServer(hostile="gzip_newlines") as server:
+        started = time.process_time()
+        result = _run(server, num_requests=1, concurrency=1)
+    assert time.process_time() - started < 5  # 16 MiB of newlines parsed take longer
+    assert stream_byte_bound(4) < 2 << 20
+    assert [r.error for r in result.records] == [
+        f"the stream ran over {stream_byte_bound(4)} bytes (decoded), more than its request "
+        "can produce"]
+
+
+def test_a_stream_that_stalls_mid_chunk_fails_at_the_idle_timeout():
+    with MockServer(hostile="stall_mid_chunk") as server:
+        started = time.monotonic()
+        result = _run(server, num_requests=2, concurrency=2, idle_timeout_s=0.5)
+    assert time.monotonic() - started < 10  # the request timeout (20 s) never fires
+    assert [r.error for r in result.records] == [idle_error(0.5)] * 2
+    assert all(len(r.chunk_offsets_s) == 1 for r in result.records)  # what came is kept
+
+
+def test_the_idle_timeout_is_a_workload_setting_with_a_default():
+    assert idle_timeout({}) == stream_module.IDLE_TIMEOUT_S == 60
+    assert idle_timeout({"idle_timeout_s": None}) is None
+    assert RecipeSpec.model_validate({"recipe_version": 1, "name": "x", "model": {"path": "m"}}
+                                     ).workload.idle_timeout_s == 60
