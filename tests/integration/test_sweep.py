@@ -70,6 +70,10 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
                     "--set", "engine.max_num_seqs=1")
     assert slow.returncode == 4, slow.stdout + slow.stderr
     regressed = json.loads(slow.stdout)
-    assert "qps" in regressed["regressed"], regressed["checks"]
-    qps = next(c for c in regressed["checks"] if c["metric"] == "qps")
-    assert qps["measured_half_width"] is not None and qps["worse_by"] > qps["noise"]
+    # TTFT under 10 in flight and one slot is some 30x the validated one; throughput's
+    # drop (about 85%) can be within a 60-request window's wide interval
+    assert "ttft_p50_ms" in regressed["regressed"], regressed["checks"]
+    for check in regressed["checks"]:
+        if check["metric"] in regressed["regressed"]:
+            assert check["worse_by"] > check["noise"] > 0
+            assert check["measured_half_width"] is not None
