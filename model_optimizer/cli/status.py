@@ -29,32 +29,11 @@ def _validated_lines(validated: dict | None, now: datetime) -> list[str]:
     metrics = validated.get("metrics") or {}
     figures = ", ".join(f"{fmt(metrics[key], digits)} {label}" for key, label, digits in FIGURES
                         if metrics.get(key) is not None)
-    lines = [f"validated: by {validated.get('by') or '-'} on {_when(validated.get('at'), now)} "
-             f"(run {validated.get('run_id')})",
-             f"  figures: {figures or '-'}",
-             f"  measured with vLLM {validated.get('vllm_version') or '-'} on "
-             f"{validated.get('hardware') or '-'}"]
-    return lines + _resolved_lines(validated)
-
-
-def _resolved_lines(validated: dict) -> list[str]:
-    """A sweep's or tune's verdict on the choice it wrote (``validated.resolved``), what it
-    rests on, and the machine's load while it measured; nothing for other writers."""
-    if validated.get("resolved") is None:
-        return []
-    decision = validated.get("decision") or {}
-    against = decision.get("against") or {}
-    rests = ""
-    if against.get("low") is not None:
-        rests = (f": {against.get('ratio', 0):.3f} of {against.get('value')} "
-                 f"(lower bound {against['low']:.3f}, {against.get('pairs')} pairs)")
-    more = decision.get("more") or {}
-    hint = (f"; about {more['minutes']:g} more minutes would resolve it"
-            if more.get("minutes") is not None else "")
-    verdict = "resolved" if validated["resolved"] else "WRITTEN, NOT RESOLVED"
-    load = validated.get("load_average") or {}
-    busy = f"; load average {load['median']:g} while measuring" if load else ""
-    return [f"  choice: {verdict}{rests}{hint}{busy}"]
+    return [f"validated: by {validated.get('by') or '-'} on {_when(validated.get('at'), now)} "
+            f"(run {validated.get('run_id')})",
+            f"  figures: {figures or '-'}",
+            f"  measured with vLLM {validated.get('vllm_version') or '-'} on "
+            f"{validated.get('hardware') or '-'}"]
 
 
 def _recipe_lines(status: Status, now: datetime) -> list[str]:

@@ -116,15 +116,9 @@ def sweep(
              "relaunch: one launch per value; auto (the default, sweep.strategy): "
              "probe-scan where valid.")] = None,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Write nothing when the choice is not resolved (the budget spent "
-                         "before the side-by-side windows showed it at 0.90 or more of every "
-                         "other value, the sustained run short, a lowered ceiling): exit 4.")
-    ] = False,
-    budget: Annotated[float | None, typer.Option(
-        "--budget", min=0.1, help="Minutes the sweep may spend (default: the recipe's "
-                                  "sweep.budget, 30): the search, the choice measured side "
-                                  "by side with its challengers until the intervals of their "
-                                  "differences show it, and the confirmation.")] = None,
+        "--strict", help="Write nothing when the choice is not resolved (the noise unknown "
+                         "or above the plateau threshold, the margin not shown, the fitted "
+                         "knee's band too wide, the sustained run short): exit 4.")] = False,
     output: RevisionOutputOption = None,
     model_config: ModelConfigOption = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
@@ -137,11 +131,9 @@ def sweep(
     as_json: JsonOption = False,
 ) -> None:
     """Sweep one engine knob: grow it until throughput plateaus (by 95% intervals), memory
-    runs out or an SLO breaks, bisect, then measure the chosen knee side by side with its
-    challengers until the intervals of their differences show it (or --budget is spent),
-    confirm it with a sustained run, and write a new recipe revision: "written, not
-    resolved" when the budget ran out first, with the minutes that would resolve it.
-    max_num_seqs is scanned on one server where valid.
+    runs out or an SLO breaks, bisect, re-measure the top two interleaved, confirm the knee
+    with a sustained run, and write a new recipe revision. max_num_seqs is scanned on one
+    server (probe-scan) where valid.
 
     Without RECIPE, sweeps the current recipe (see `mopt status`). A preflight checks in
     seconds what would make the launches fail before the first one.
@@ -160,8 +152,7 @@ def sweep(
                       runs_dir=runs_dir_opt, output=output, model_config=model_config,
                       force=force, no_quality_gate=no_quality_gate)
     flags = SweepFlags(param=param, start=start, growth=growth, step=step, max=max_value,
-                       values=_values(values), strategy=strategy, strict=strict,
-                       budget=budget)
+                       values=_values(values), strategy=strategy, strict=strict)
     run_search(lambda: _run(args, flags, progress), progress, "sweep",
                "report.md, summary.csv, plot.png", as_json)
 

@@ -2,24 +2,14 @@
 
 Only format 1 exists today. When format 2 arrives, add ``MIGRATIONS[1] = _v1_to_v2`` and bump
 ``CURRENT_VERSION`` in ``schema.py``; old recipes keep loading, one step at a time.
-
-Keys retired *within* format 1 are rewritten by :func:`retire_v1_keys` (after the chain, so
-every document it sees is format 1), each with a :class:`~model_optimizer.errors.RecipeWarning`
-naming the file, the line and the fix:
-
-- ``sweep.max_minutes`` -> ``sweep.budget`` (issue 35: the budget is the one knob a sweep
-  spends; an explicit ``budget`` wins);
-- ``sweep.remeasure_rounds``: dropped (the choice is now measured against its challengers
-  until the intervals answer, or the budget is spent).
 """
 
 from __future__ import annotations
 
 import difflib
-import warnings
 from collections.abc import Callable
 
-from model_optimizer.errors import RecipeError, RecipeWarning
+from model_optimizer.errors import RecipeError
 from model_optimizer.recipe.schema import CURRENT_VERSION
 from model_optimizer.recipe.yamlsource import SourceMap
 
@@ -64,32 +54,4 @@ def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
         doc = step(dict(doc))
         version += 1
         doc["recipe_version"] = version
-    return retire_v1_keys(doc, smap), original
-
-
-#: sweep keys retired within format 1: old name -> new name (None: dropped), and why
-RETIRED_SWEEP_KEYS: dict[str, tuple[str | None, str]] = {
-    "max_minutes": ("budget", "the sweep's time budget is now sweep.budget (minutes)"),
-    "remeasure_rounds": (None, "the choice is now measured against its challengers until "
-                               "the intervals answer, or sweep.budget is spent"),
-}
-
-
-def retire_v1_keys(doc: dict, smap: SourceMap) -> dict:
-    """``doc`` with the retired sweep keys rewritten (:data:`RETIRED_SWEEP_KEYS`), a warning
-    for each; anything that is not a mapping is left for the schema to report."""
-    sweep = doc.get("sweep")
-    if not isinstance(sweep, dict) or not set(sweep) & set(RETIRED_SWEEP_KEYS):
-        return doc
-    sweep = dict(sweep)
-    for old, (new, why) in RETIRED_SWEEP_KEYS.items():
-        if old not in sweep:
-            continue
-        value = sweep.pop(old)
-        if new is not None and value is not None:
-            sweep.setdefault(new, value)
-        fix = f"rename it to sweep.{new}" if new else "remove it"
-        warnings.warn(RecipeWarning(smap.diagnostic(
-            ("sweep", old), f"sweep.{old} is retired: {why}", fix,
-            prefer_key=True).format()), stacklevel=4)
-    return {**doc, "sweep": sweep}
+    return doc, original

@@ -204,11 +204,12 @@ class SweepSpec(_Spec):
     resolution: Number = 1
     relative_resolution: Number | None = None
     repeats: int = 1
-    budget: Number = 30
-    max_launches: int | None = None
-    confirm_duration_s: Number | None = None
+    max_launches: int | None = 12
+    max_minutes: Number | None = None
+    confirm_duration_s: Number = 60
     objective_class: str | None = None
     strategy: Literal["auto", "probe-scan", "probe-fit", "relaunch"] = "auto"
+    remeasure_rounds: int = 2
 
 
 class TuneParamSpec(_Spec):
@@ -337,9 +338,6 @@ class ValidatedSpec(_Spec):
     hardware: str | None = None
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
-    resolved: bool | None = None
-    decision: dict[str, Any] | None = None
-    load_average: dict[str, Any] | None = None
     driver: str | None = None
 
 

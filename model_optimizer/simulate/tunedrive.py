@@ -138,9 +138,6 @@ class _NoSession:
     def save(self) -> None:
         """Nothing is archived."""
 
-    def sample_load(self) -> None:
-        """The simulated machine has no load."""
-
 
 def _ignore(event) -> None:
     """Progress events go nowhere."""

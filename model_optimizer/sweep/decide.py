@@ -16,16 +16,21 @@ of their difference:
   step that merely *looks* flat or lower must not end the search: on a shared machine single
   windows swing by 20-60%), bounded by ``max``, the memory ceiling and the launch budget.
 
-Before the choice is written it is **settled** (``sweep/settle.py``, the sequential rule of
-``search/sequential.py``): the candidate measured side by side with its challengers, in
-rounds, until the paired intervals show it at ``1 - 2 * t`` (0.90) or more of every other
-value, or the budget is spent. A choice is **resolved** (:func:`choice_resolved`, the
-summary's and the revision's ``resolved``) when the settling showed it, its sustained run held
-up (:func:`shortfall`) and no lowered scan ceiling hides a better value
-(:func:`cut_range_unresolved`); otherwise :func:`verdict_note` says what it rests on and
-how many more windows (and minutes) the measured variance says would resolve it. The pooled
-coefficient of variation of values measured more than once (:func:`measured_noise`) is
-reported, but decides nothing: a noisy window is answered by more windows.
+Before the knee is chosen, the top candidates are **re-measured interleaved** (A B A B ...):
+the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
+they coincide, the best and the acceptable value below it (above it, when the best is the
+smallest value: a growth that stopped at its second value). A slow minute on a shared machine
+then hits both, and every measurement of a value is pooled (median) before :func:`choose`
+picks again; when the pooled windows then lead with a value that was never re-measured
+(a re-measured best fell back), the new top two get a round of their own (at most
+``remeasure_rounds`` such rounds). The pooled coefficient of variation of values measured
+more than once is the **measured noise** the summary reports.
+
+A choice is **resolved** (:func:`choice_resolved`, the summary's ``resolved``) when the
+fitted knee says so, or, for the growth strategies, when the noise is known and within the
+threshold (measured on repeated values, or, where none was repeated, on the chosen value's
+windows and its sustained run: :func:`choice_noise`) and no lowered scan ceiling hides a
+better value (:func:`cut_range_unresolved`).
 """
 
 from __future__ import annotations
@@ -33,11 +38,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
-from model_optimizer.search.scanrules import Reading, pooled_cv
+from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
 
 PHASE_REMEASURE = "remeasure"
+
+
+@cache
+def _t95(dof: int) -> float:
+    """Student's t one-sided 95% quantile; scipy.stats is imported on first use (0.9 s,
+    most of every `mopt` command's start-up, tab completion included)."""
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(0.95, dof))
 
 
 def interval(point: Any) -> tuple[float, float] | None:
@@ -107,6 +122,166 @@ def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
     return pooled_cv(p.metric_samples for p in pooled(history) if p.metric)
 
 
+def top_candidates(threshold: float, history: Sequence[Any], *,
+                   with_remeasured: bool = False) -> list[Any]:
+    """The values to re-measure before choosing: [knee, best], or [below best, best], or
+    [best, above best] when the best is the smallest acceptable value (a growth stopped by a
+    regression at its second value), as the search measured them (``with_remeasured``: as
+    every window so far pools them)."""
+    windows = history if with_remeasured else [h for h in history
+                                                if h.phase != PHASE_REMEASURE]
+    points = sorted((p for p in pooled(windows)
+                     if p.acceptable and isinstance(p.value, (int, float))),
+                    key=lambda p: p.value)
+    if len(points) < 2:
+        return []
+    best = max(points, key=lambda p: p.metric)
+    knee = _knee_of(points, threshold)
+    if knee.value != best.value:
+        return [knee.value, best.value]
+    below = [p for p in points if p.value < best.value]
+    if below:
+        return [below[-1].value, best.value]
+    above = [p for p in points if p.value > best.value]   # the best is the smallest value:
+    return [best.value, above[0].value]                  # re-measure the step that fell
+
+
+def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> list[Any]:
+    """The re-measurements still to run, in interleaved order (A B A B ...).
+
+    First ``rounds`` rounds of the top two candidates as the search measured them. When the
+    pooled windows then name a knee or a best that was never re-measured (a re-measured
+    value fell back and one measured once leads), one more round of the new top two, at most
+    ``rounds`` such follow-ups: the choice rests on re-measured values where the budget
+    allows. Then, while the knee's margin is not shown (:func:`margin_shortfall`), at most
+    ``rounds`` more rounds of the pooled top two. Each round's pair is fixed by the history
+    before its first window, so the plan is the same after ``--resume``.
+    """
+    rounds = max(rounds, 0)
+    order = top_candidates(threshold, history) * rounds
+    remeasured = [i for i, p in enumerate(history) if p.phase == PHASE_REMEASURE]
+    if len(remeasured) < len(order) or not order:
+        return order[len(remeasured):]
+    later = remeasured[len(order):]
+    start = remeasured[len(order) - 1] + 1
+    for pair_of in [_unsettled_pair] * rounds + [_margin_pair] * rounds:
+        pair = pair_of(threshold, history[:start])
+        if not pair:          # the same history gives the same empty pair: next stage
+            continue
+        taken = [i for i in later if i >= start][:len(pair)]
+        if len(taken) < len(pair):
+            return pair[len(taken):]
+        start = taken[-1] + 1
+    return []
+
+
+def _margin_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
+    """The knee and its strongest challenger while the knee's margin is not shown; else
+    nothing (the pair whose next windows narrow the failing bound most)."""
+    short, challenger = _weakest_margin(threshold, history)
+    if short is None:
+        return []
+    if challenger is None:   # the knee lacks re-measured windows: the pooled top two
+        return top_candidates(threshold, history, with_remeasured=True)
+    return [_knee_value(threshold, history), challenger]
+
+
+def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None,
+                     noise: dict | None = None) -> float | None:
+    """How far the choice's margin falls short of being shown, or None when it is shown or
+    cannot be judged.
+
+    The knee ``value`` (default: the pooled knee, the smallest acceptable value within
+    ``threshold`` of the best) must be at least ``1 - 2 * threshold`` (0.90 at 5%: the share
+    below which a choice counts as wrong) of **every other** measured value, each at
+    one-sided 95% confidence: ``mean(K) / mean(V) - q * cv * sqrt(1/nK + 1/nV) >= 1 - 2t``,
+    where ``q`` is Student's t quantile at the degrees of freedom of the noise ``cv``. Any of
+    them may be the true best: the top of a monotone curve measured once and read low, or a
+    neighbour of a best that read high; the choice must hold against each (so no correction
+    for the number of comparisons is due). The knee is read from its re-measured windows
+    only, two or more (else the margin is not shown: ``inf``): the window that made it the
+    knee was selected for reading high, so it would vouch for itself. Another value is read
+    from its re-measured windows when it has two, else from all of its windows, with the
+    width so few windows earn. At a measured noise of zero every window counts. Returns the
+    largest shortfall (> 0); None when the noise is unknown or above the threshold (not
+    resolved on their own account). ``noise``: the noise the choice rests on
+    (:func:`choice_noise`; default the search's :func:`measured_noise`).
+    """
+    return _weakest_margin(threshold, history, value, noise)[0]
+
+
+def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
+                    noise: dict | None = None) -> tuple[float | None, Any]:
+    """(:func:`margin_shortfall`, the value whose bound falls shortest, or None)."""
+    noise = noise or measured_noise(history)
+    if noise is None or noise_above(noise, threshold):
+        return None, None
+    points = [p for p in pooled(history) if p.acceptable and isinstance(p.value, (int, float))]
+    if not points:
+        return None, None
+    value = _knee_value(threshold, history) if value is None else value
+    knee = next((p for p in points if _key(p.value) == _key(value)), None)
+    if knee is None:
+        return math.inf, None
+    exact = noise["cv"] == 0
+    named = 0 if exact else _named_at(threshold, history, value)
+    own = _remeasured([p for i, p in enumerate(history) if i != named - 1], value, exact)
+    if len(own) < (1 if exact else 2):
+        return math.inf, None
+    quantile = _t95(max(noise["windows"] - noise["values"], 1))
+    worst: tuple[float, Any] = (-math.inf, None)
+    for point in points:
+        if point is knee:
+            continue
+        theirs = _remeasured(history, point.value, exact)
+        theirs = theirs if len(theirs) >= 2 else _remeasured(history, point.value, True)
+        spread = noise["cv"] * math.sqrt(1 / len(own) + 1 / len(theirs))
+        bound = statistics.fmean(own) / statistics.fmean(theirs) - quantile * spread
+        worst = max(worst, ((1 - 2 * threshold) - bound, point.value), key=lambda w: w[0])
+    return (worst[0], worst[1]) if worst[0] > 0 else (None, None)
+
+
+def _knee_value(threshold: float, history: Sequence[Any]) -> Any:
+    """The pooled knee's value (None before any acceptable value)."""
+    points = sorted((p for p in pooled(history)
+                     if p.acceptable and isinstance(p.value, (int, float))),
+                    key=lambda p: p.value)
+    return _knee_of(points, threshold).value if points else None
+
+
+def _knee_of(points: Sequence[Any], threshold: float) -> Any:
+    """The knee of ``points`` (acceptable, sorted by value): the smallest within
+    ``threshold`` of the best."""
+    best = max(p.metric for p in points)
+    return next(p for p in points if p.metric >= (1 - threshold) * best)
+
+
+def _named_at(threshold: float, history: Sequence[Any], value: Any) -> int:
+    """1 + the index of ``value``'s own window that last made it the pooled knee (0 when it is
+    not the knee now, or another value's window made it the knee). That window was selected
+    for reading high (a knee named by a re-measured window: the winner's curse), so it does
+    not vouch for the choice."""
+    if _key(_knee_value(threshold, history)) != _key(value):
+        return 0
+    start = len(history)
+    while start > 0 and _key(_knee_value(threshold, history[:start - 1])) == _key(value):
+        start -= 1
+    return start if start and _key(history[start - 1].value) == _key(value) else 0
+
+
+def _remeasured(history: Sequence[Any], value: Any, every: bool = False) -> list[float]:
+    """The re-measured windows of ``value`` (acceptable ones; ``every``: all its windows)."""
+    return [x for p in history if _key(p.value) == _key(value) and p.acceptable
+            and (every or p.phase == PHASE_REMEASURE) for x in p.metric_samples]
+
+
+def _unsettled_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
+    """The pooled top two, when one of them was never re-measured; else nothing."""
+    pair = top_candidates(threshold, history, with_remeasured=True)
+    again = {_key(p.value) for p in history if p.phase == PHASE_REMEASURE}
+    return pair if any(_key(v) not in again for v in pair) else []
+
+
 def cut_range_unresolved(points: Sequence[Any], ceiling: Any, failed: int | None,
                          threshold: float) -> bool:
     """True when a scan whose ceiling was lowered from ``failed`` (a server that did not start
@@ -131,52 +306,81 @@ def cut_range_note(config: Any, points: Sequence[Any], failed: int | None) -> st
             "launches the values between)")
 
 
-def verdict_note(settled: Any, threshold: float, window_minutes: float) -> str:
-    """The choice's caveat when the settling (``sweep/settle.py``) did not resolve it (empty
-    when it did): what it rests on, and what would resolve it, projected from the measured
-    variance."""
-    if settled is None or settled.value is None:
-        return "; NOT RESOLVED: no candidate to settle"
-    if settled.resolved:
-        return ""
-    weakest = settled.weakest()
-    share = f"{1 - 2 * threshold:.0%}"
-    if weakest is None or weakest.difference is None:
-        rests = (f"the budget was spent before {settled.value} was measured against "
-                 f"{'its strongest challenger' if weakest is None else weakest.value} "
-                 "in enough rounds to know the noise")
-    else:
-        rests = (f"{settled.value} against {weakest.value} reads {weakest.difference} "
-                 f"({weakest.kind}), not shown at {share} or more")
-    more = settled.more(threshold, window_minutes)
-    if more is None:
-        hint = ("at this estimate no number of windows would show it: the choice may be "
-                "wrong (sweep again on a quieter machine, or with longer windows)")
-    else:
-        hint = (f"about {more['windows']} more windows ({more['minutes']:g} more minutes, "
-                "projected from the measured variance) would resolve it: raise `--budget`")
-    return f"; NOT RESOLVED: {rests}; {hint}"
+def choice_noise(history: Sequence[Any], confirmations: Sequence[dict] = (),
+                 objective: str = "qps") -> dict | None:
+    """The noise a choice rests on: :func:`measured_noise` of the search, or, when it measured
+    no value twice (a relaunch sweep whose budget ran out first), the chosen value's windows
+    with its sustained run's ``objective`` (the last passed confirmation's figures), flagged
+    ``with_confirmation``; None when neither exists (the noise is unknown)."""
+    noise = measured_noise(history)
+    if noise is not None:
+        return noise
+    runs = [c for c in confirmations
+            if c.get("ok") and (c.get("figures") or {}).get(objective) is not None]
+    if not runs:
+        return None
+    chosen = next((p for p in pooled(history) if _key(p.value) == _key(runs[-1]["value"])),
+                  None)
+    if chosen is None:
+        return None
+    sustained = _copy(chosen)
+    sustained.metric_samples = [float(runs[-1]["figures"][objective])]
+    noise = measured_noise([chosen, sustained])
+    return None if noise is None else {**noise, "with_confirmation": True}
 
 
-def choice_resolved(config: Any, history: Sequence[Any], settled: Any, failed: int | None,
-                    confirmations: Sequence[dict] = ()) -> bool:
-    """The sweep's verdict on its choice (the summary's and the revision's ``resolved``): the
-    settling showed the written value at ``1 - 2 * threshold`` or more of every other value
-    (paired intervals), the sustained run held up (:func:`shortfall`), and no lowered scan
-    ceiling may hide a better value (:func:`cut_range_unresolved`)."""
+def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
+                    failed: int | None, confirmations: Sequence[dict] = (),
+                    objective: str = "qps") -> bool:
+    """The sweep's own verdict on its choice (the summary's ``resolved``): the fitted knee's
+    verdict, else a known noise (:func:`choice_noise`) within the threshold; never when a
+    lowered scan ceiling may hide a better value or the sustained run of the written value
+    fell short of what the search measured (:func:`shortfall`). Unknown noise is not a
+    small one: a choice nothing was measured twice for is not resolved."""
     if any(c.get("ok") and c.get("shortfall") for c in confirmations):
         return False
-    if settled is None or not settled.resolved:
+    if knee is not None:
+        return bool(knee["resolved"])
+    noise = choice_noise(history, confirmations, objective)
+    if noise is None or noise_above(noise, config.plateau_threshold):
         return False
-    value = written(confirmations)
-    if value is not None and _key(value) != _key(settled.value):
-        return False     # a fallback was written: the settling vouched for another value
+    if margin_shortfall(config.plateau_threshold, history, written(confirmations),
+                        noise) is not None:
+        return False
     return not cut_range_unresolved(history, config.max, failed, config.plateau_threshold)
 
 
 def written(confirmations: Sequence[dict]) -> Any:
     """The value the last passed confirmation wrote (None without one)."""
     return next((c["value"] for c in reversed(confirmations) if c.get("ok")), None)
+
+
+def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict] = (),
+               objective: str = "qps") -> str:
+    """The choice's caveat when its noise (:func:`choice_noise`) is unknown or above the
+    plateau threshold, or its margin is not shown (:func:`margin_shortfall`); else empty:
+    what the terminal and the reason say."""
+    noise = choice_noise(history, confirmations, objective)
+    if noise is None:
+        return ("; NOT RESOLVED: no value was measured twice and no sustained run read the "
+                "chosen value, so the noise is unknown (raise `sweep.max_launches` or "
+                "`sweep.remeasure_rounds`)")
+    if noise_above(noise, config.plateau_threshold):
+        return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than "
+                f"the {config.plateau_threshold:.0%} plateau threshold (lengthen "
+                "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
+    short = margin_shortfall(config.plateau_threshold, history, written(confirmations), noise)
+    if short is None:
+        return ""
+    share = f"{1 - 2 * config.plateau_threshold:.0%}"
+    if math.isinf(short):   # fewer than two windows of the choice beyond the one naming it
+        return (f"; NOT RESOLVED: the windows do not show the choice at {share} or more of "
+                "every other value: it was re-measured fewer than twice (raise "
+                "`sweep.max_launches` or `sweep.remeasure_rounds`)")
+    return (f"; NOT RESOLVED: at the measured noise ({noise['cv']:.1%}) the windows do not "
+            f"show the choice at {share} or more of every other value (one-sided 95%; "
+            f"{short:.1%} short): raise `sweep.remeasure_rounds` or lengthen "
+            "`workload.duration_s`")
 
 
 def shortfall(point: Any, figures: dict, objective: str) -> str:

@@ -13,22 +13,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_optimizer.archive import utc_now
+from model_optimizer.archive import STATUS_OK, failed_status, utc_now
 from model_optimizer.errors import UsageError
 from model_optimizer.events import (
     KneeFitted,
     ProbeFailed,
+    SweepConfirm,
+    SweepConfirmed,
     SweepSkipped,
     SweepStep,
     SweepStepDone,
     eta_s,
 )
-from model_optimizer.measure import Measurement, variant
+from model_optimizer.measure import Measurement, step_figures, variant
 from model_optimizer.plan import load_model_config
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.runner import tied_concurrency
+from model_optimizer.runner import run_recipe, tied_concurrency
 from model_optimizer.search.knobs import engine_overrides
-from model_optimizer.search.revision import default_model_config
+from model_optimizer.search.revision import default_model_config, write_validated_revision
+from model_optimizer.search.scan import confirmation_problems
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.search.session import (
     EventCallback,
@@ -39,22 +42,31 @@ from model_optimizer.search.session import (
 )
 from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
+    choice_resolved,
+    cut_range_note,
+    distinct,
+    noise_note,
+    quality_failures,
+    remeasure_plan,
+    shortfall,
 )
-from model_optimizer.sweep.finish import Finish
 from model_optimizer.sweep.fit import Knee
 from model_optimizer.sweep.fitscan import (
     cut_knee,
+    fitted_choice,
+    knee_record,
     next_step,
     windows_of,
 )
 from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objective
 from model_optimizer.sweep.model import round_value
-from model_optimizer.sweep.outputs import step_minutes, write_outputs
+from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
-from model_optimizer.sweep.settle import Settled, key, over_budget, settled_of
 from model_optimizer.sweep.strategy import (
     Point,
     SweepConfig,
+    choose,
+    fallback_candidates,
     next_value,
 )
 
@@ -82,9 +94,6 @@ class SweepState(SearchState):
     ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
     knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
     strict: bool = False                # refuse to write a choice that is not resolved
-    budget: float | None = None         # minutes (sweep.budget, or --budget)
-    step_seconds: list[float] = field(default_factory=list)  # each history entry's duration
-    launch_s: float | None = None       # how long the first server took to start (timed)
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -110,14 +119,12 @@ class SweepOutcome(RevisionOutcome):
     reason: str = ""
     written: Path | None = None
     figures: dict = field(default_factory=dict)
-    resolved: bool = False
 
     def to_dict(self) -> dict:
         """JSON-ready summary."""
         return {"status": self.status, "sweep_id": self.sweep_id, "archive": str(self.archive),
                 "chosen": self.chosen.to_dict() if self.chosen else None, "reason": self.reason,
-                "written": str(self.written) if self.written else None, "figures": self.figures,
-                "resolved": self.resolved}
+                "written": str(self.written) if self.written else None, "figures": self.figures}
 
 
 def point_of(value: object, phase: str, measured: Measurement) -> Point:
@@ -129,7 +136,7 @@ def point_of(value: object, phase: str, measured: Measurement) -> Point:
                  half_width=measured.half_width)
 
 
-class SweepRunner(Finish):
+class SweepRunner:
     """Runs one sweep (new or resumed) in its search session."""
 
     def __init__(self, session: SearchSession, measure: Measure | None = None,
@@ -141,7 +148,6 @@ class SweepRunner(Finish):
         self.emit = session.emit
         self.measure = measure or self._measure_for_real
         self.settings = self.loaded.spec.sweep
-        self._settle_memo: dict = {}    # the settling's replayed rounds (sweep/settle.py)
 
     def run(self) -> SweepOutcome:
         """Search, choose, confirm, write; archive as it goes. Re-raises KeyboardInterrupt."""
@@ -151,10 +157,20 @@ class SweepRunner(Finish):
         if self.state.strategy in SCANNING and not self.injected:
             self._probe_scan()
         else:
-            self._search_and_settle()
+            self._search()
+            self._remeasure()
         if self.state.strategy == "probe-fit" and self.state.knee is not None:
-            knee = Knee(**{**self.state.knee, "band": tuple(self.state.knee["band"])})
-            self.emit(KneeFitted(knee.verdict(), knee.resolved))
+            return self._fitted_outcome()
+        return self._choose_and_confirm()
+
+    def _fitted_outcome(self) -> SweepOutcome:
+        """The fitted knee, confirmed; ``--strict`` refuses a knee that is not resolved."""
+        knee = Knee(**{**self.state.knee, "band": tuple(self.state.knee["band"])})
+        self.emit(KneeFitted(knee.verdict(), knee.resolved))
+        if not knee.resolved and self.state.strict:
+            archive = self.session.archive
+            return SweepOutcome(failed_status("not_resolved"), archive.path, archive.id,
+                                None, f"{knee.verdict()}; --strict: nothing written")
         return self._choose_and_confirm()
 
     def _probe_scan(self) -> None:
@@ -165,15 +181,13 @@ class SweepRunner(Finish):
             probe = ProbeServer(self.loaded, self.session.steps_dir, int(self.state.config.max),
                                 self.state.objective, self.session.archive.id, self.emit,
                                 self.engine_factory)
-            began = self.session.elapsed()
             with probe:
-                if self.state.launch_s is None and probe.started:
-                    self.state.launch_s = round(self.session.elapsed() - began, 2)
                 self.state.server_launches += 1
                 self.session.save()
                 if probe.started:
                     self.probe = probe
-                    self._search_and_settle()
+                    self._search()
+                    self._remeasure()
                     self.state.scan_finished = True
                     self.session.save()
             self.probe = None
@@ -208,72 +222,36 @@ class SweepRunner(Finish):
                                       f"({failure.kind if failure else 'unknown'}), so "
                                       "every value is launched")
         self.emit(ProbeFailed(self.state.strategy_reason))
-        self._search_and_settle()
+        self._search()
+        self._remeasure()
 
-    def _search_and_settle(self) -> None:
-        """The search, then the settling of its choice, again while the settled windows
-        reopen the search (a stop that one window made, refuted: growth goes on), until
-        neither has anything left to measure or the budget is spent."""
-        while True:
-            self._search()
-            self._settle()
-            if self.state.strategy == "probe-fit" or self._budget_spent() \
-                    or next_value(self.state.config, self.state.history).value is None:
-                return
-
-    # ----- the budget and the settling ---------------------------------------------------
-    def _budget_spent(self) -> bool:
-        """True when one more window would eat into what the confirmation needs, or the
-        launch cap (``sweep.max_launches``) is reached."""
+    def _remeasure(self) -> None:
+        """Measure the top candidates again, interleaved (A B A B), before choosing."""
         config = self.state.config
-        used = sum(point.launches for point in self.state.history)
-        if config.max_launches is not None and used >= config.max_launches:
-            return True
-        return over_budget(self.session.elapsed(), self._budget(), self._confirm_seconds(),
-                           60.0 * self._window_minutes(), self.state.launch_s)
-
-    def _budget(self) -> float:
-        """The sweep's budget in minutes."""
-        return float(self.state.budget or self.settings.budget)
-
-    def _spent(self) -> str:
-        return f"{self.session.elapsed() / 60:.1f} of {self._budget():g} min spent"
-
-    def _window_minutes(self) -> float:
-        return step_minutes(self.loaded, self.state)
-
-    def _confirm_seconds(self) -> float:
-        """The sustained run's length: ``sweep.confirm_duration_s``, else three windows."""
-        if self.settings.confirm_duration_s is not None:
-            return float(self.settings.confirm_duration_s)
-        return 3.0 * float(self.loaded.spec.workload.duration_s or 20)
-
-    def settled(self) -> Settled:
-        """Where the settling of the choice stands (``sweep/settle.py``)."""
-        return settled_of(self.state.config, self.state.history, self.state.knee,
-                          self._window_minutes(), self._settle_memo)
-
-    def _settle(self) -> None:
-        """The candidate measured side by side with its challengers, round after round, until
-        the intervals of their differences show it or the budget is spent."""
-        while (settled := self.settled()).plan:
-            if self._budget_spent():
-                self._record_decision(None, PHASE_REMEASURE, "settling stopped by the budget "
-                                      f"({self._spent()})", "budget")
+        if config.categorical or self.state.strategy == "probe-fit":
+            return
+        rounds = self.settings.remeasure_rounds
+        while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
+            used = sum(point.launches for point in self.state.history)
+            if (config.max_launches is not None and used >= config.max_launches) \
+                    or self.session.out_of_time(self.settings.max_minutes):
+                self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
+                                      f"the budget ({used} launches used)", "budget")
                 return
-            value = settled.plan[0]
-            against = [s.value for s in settled.open()[:3] if key(s.value) != key(value)]
-            reason = (f"settle {settled.value} against "
-                      f"{', '.join(map(str, against)) or 'its challengers'}, side by side "
-                      f"(round {settled.rounds + 1}): window of {value}")
-            self._record_decision(value, PHASE_REMEASURE, reason, None)
-            self._emit_step(value, PHASE_REMEASURE, reason)
-            self._measure_step(value, PHASE_REMEASURE)
+            partner = next((v for v in plan if v != plan[0]), None)
+            if partner is None:  # the last window of a round: its partner was measured last
+                partner = next((p.value for p in reversed(self.state.history)
+                                if p.phase == PHASE_REMEASURE and p.value != plan[0]), None)
+            reason = (f"re-measure {plan[0]}"
+                      f"{f' (interleaved with {partner})' if partner is not None else ''} "
+                      "before choosing the knee: a slow minute hits both")
+            self._record_decision(plan[0], PHASE_REMEASURE, reason, None)
+            self._emit_step(plan[0], PHASE_REMEASURE, reason)
+            self._measure_step(plan[0], PHASE_REMEASURE)
 
     def _finish(self, outcome: SweepOutcome) -> tuple[str, dict]:
         write_outputs(self.session.archive, self.loaded, self.state, outcome.chosen,
-                      outcome.reason, written=outcome.written,
-                      decision=self._decision(self.settled()))
+                      outcome.reason, written=outcome.written)
         return outcome.status, {"chosen": outcome.chosen.value if outcome.chosen else None,
                                 "written": str(outcome.written) if outcome.written else None}
 
@@ -282,14 +260,16 @@ class SweepRunner(Finish):
 
     # ----- the search -------------------------------------------------------------------
     def _search(self) -> None:
+        if any(point.phase == PHASE_REMEASURE for point in self.state.history):
+            return  # resumed after the search had finished
         if self.state.strategy == "probe-fit":
             return self._fit_search()
         while True:
             decision = next_value(self.state.config, self.state.history)
-            out_of_time = decision.value is not None and self._budget_spent()
+            out_of_time = self.session.out_of_time(self.settings.max_minutes)
             if decision.value is None or out_of_time:
                 reason = decision.reason if decision.value is None else (
-                    f"the budget is spent ({self._spent()})")
+                    f"time budget of {self.settings.max_minutes} min spent")
                 self._record_decision(None, decision.phase, reason, decision.stop_rule
                                       or "budget")
                 return
@@ -302,9 +282,10 @@ class SweepRunner(Finish):
         """The fitted-knee scan (``sweep/fitscan.py``) until the knee is found."""
         config, minutes = self.state.config, (self.loaded.spec.workload.duration_s or 20) / 60
         while (step := next_step(self.state.history, int(round_value(config, config.start)),
-                                 int(config.max), config.plateau_threshold, rounds=0,
+                                 int(config.max), config.plateau_threshold,
+                                 rounds=self.settings.remeasure_rounds + 1,
                                  window_minutes=minutes)).value is not None:
-            if self._budget_spent():
+            if self.session.out_of_time(self.settings.max_minutes):
                 break
             reason = f"{step.phase} level {step.value} (every window feeds the fitted curve)"
             self._record_decision(step.value, step.phase, reason, None)
@@ -318,8 +299,6 @@ class SweepRunner(Finish):
                               "too few acceptable windows to fit a curve", None)
 
     def _measure_step(self, value, phase: str) -> None:
-        began = self.session.elapsed()
-        self.session.sample_load()
         if self.probe is not None:  # a level on the live scan server
             point, figures = self.probe.measure(value, phase)
         else:
@@ -330,9 +309,6 @@ class SweepRunner(Finish):
         self.state.figures[str(point.value)] = figures
         self.state.step_figures.append(figures)
         self.state.history.append(point)
-        self.state.step_seconds.append(round(self.session.elapsed() - began, 2))
-        if self.state.launch_s is None and self.probe is None and point.launches:
-            self.state.launch_s = self.state.step_seconds[-1]   # a launch and its window
         self.session.save()
         self.emit(SweepStepDone(point.value, point.status, point.metric, point.failure_kind,
                                 point.half_width))
@@ -357,6 +333,84 @@ class SweepRunner(Finish):
         return self.session.measure(step, repeats=self.settings.repeats,
                                     objective=self.state.objective, labels={"value": value})
 
+    # ----- choice, confirmation, output --------------------------------------------------
+    def _choose_and_confirm(self) -> SweepOutcome:
+        cfg, history = self.state.config, self.state.history
+        archive = self.session.archive
+        chosen, reason = fitted_choice(self.state.knee, history) if self.state.knee \
+            else choose(cfg, history)
+        if quality_failures(self.state.figures):
+            reason = f"{reason}; {quality_failures(self.state.figures)}"
+        if self.state.knee is None:
+            reason += cut_range_note(cfg, history, self.state.ceiling_failed)
+        rejected: set = {c["value"] for c in self.state.confirmations if not c["ok"]}
+        candidates: list[Point] = []
+        if chosen is not None:
+            if chosen.value not in rejected:
+                candidates.append(chosen)
+            candidates += fallback_candidates(cfg, history, rejected | {chosen.value})
+        for candidate in distinct(candidates):
+            confirmation = self._confirm(candidate)
+            if confirmation["ok"]:
+                figures = confirmation.get("figures") or self.state.figures.get(
+                    str(candidate.value), {})
+                reason += self._confirmed_note(chosen, candidate, confirmation)
+                if self.state.strict and not choice_resolved(
+                        cfg, history, self.state.knee, self.state.ceiling_failed,
+                        self.state.confirmations, self.state.objective):
+                    return SweepOutcome(failed_status("not_resolved"), archive.path,
+                                        archive.id, None, f"{reason}; --strict: nothing written")
+                return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate, reason,
+                                    self._write(candidate, figures), figures)
+            rejected.add(candidate.value)
+        why = reason if chosen is None else f"{reason}; every candidate failed confirmation"
+        return SweepOutcome(failed_status("no_acceptable_value"), archive.path, archive.id,
+                            None, why)
+
+    def _confirmed_note(self, chosen: Point, candidate: Point, confirmation: dict) -> str:
+        """What the reason adds once ``candidate`` passed: a fallback, and NOT RESOLVED."""
+        note = "" if candidate is chosen else (f"; {chosen.value} was rejected by the "
+                                               f"sustained run, {candidate.value} confirmed "
+                                               "instead")
+        if confirmation.get("shortfall"):
+            return f"{note}; NOT RESOLVED: {confirmation['shortfall']}"
+        return note + ("" if self.state.knee else noise_note(
+            self.state.config, self.state.history, self.state.confirmations,
+            self.state.objective))
+
+    def _confirm(self, candidate: Point) -> dict:
+        done = [c for c in self.state.confirmations if c["value"] == candidate.value]
+        if done:
+            return done[-1]
+        seconds = self.settings.confirm_duration_s
+        if not seconds:
+            return {"value": candidate.value, "ok": True, "skipped": True}
+        self.emit(SweepConfirm(candidate.value, seconds))
+        outcome = run_recipe(self.step_recipe(candidate.value), self.session.steps_dir,
+                             on_event=self.emit,
+                             workload_override={"duration_s": seconds, "num_requests": None},
+                             engine_factory=self.engine_factory,
+                             archive_extra={KIND: self.session.archive.id, "confirm": True,
+                                            "value": candidate.value})
+        problems, figures = confirmation_problems(outcome, self.loaded.spec), \
+            step_figures(outcome)
+        result = {"value": candidate.value, "ok": not problems, "problems": problems,
+                  "run_id": outcome.run_id, "figures": figures,
+                  "shortfall": "" if problems else shortfall(candidate, figures,
+                                                             self.state.objective)}
+        self.state.confirmations.append(result)
+        self.session.save()
+        self.emit(SweepConfirmed(**result))
+        return result
+
+    def _write(self, chosen: Point, figures: dict) -> Path:
+        quality = self.state.figures.get(str(chosen.value), {}).get("quality")
+        return write_validated_revision(
+            self.session.archive, self.loaded, {("engine", self.state.config.param):
+                                                chosen.value},
+            figures, by=KIND, output=Path(self.state.output), quality=quality,
+            knee=knee_record(self.state.knee))
+
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
                 flags: SweepFlags | None = None, output: Path | None = None,
@@ -378,8 +432,7 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=sweep_objective(loaded.spec),
         output=str(output or loaded.path), model_config=model_config_path,
-        strategy=strategy, strategy_reason=why, strict=flags.strict,
-        budget=flags.budget)
+        strategy=strategy, strategy_reason=why, strict=flags.strict)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
     return SweepRunner(session, measure, engine_factory).run()

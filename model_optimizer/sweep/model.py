@@ -34,12 +34,12 @@ STOP_RULES = (
     "exhausted",
 )
 
+#: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
 #: max_num_seqs is searched to 1/8 of its value: never 120 against 121
 RELATIVE_RESOLUTION = 0.125
 
-#: recipe ``sweep`` keys that belong to the loop (repeats, time budget, confirmation run)
-LOOP_KEYS = frozenset({"repeats", "budget", "confirm_duration_s", "objective_class",
-                       "strategy"})
+LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class",
+                       "remeasure_rounds", "strategy"})
 
 
 class SweepConfigError(UsageError, ValueError):

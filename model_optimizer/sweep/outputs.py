@@ -19,9 +19,8 @@ from model_optimizer.archive.report import fmt
 from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
-from model_optimizer.search.session import load_summary
-from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, measured_noise
-from model_optimizer.sweep.settle import settled_of, window_minutes
+from model_optimizer.search.scanrules import noise_above
+from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_noise, choice_resolved
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
                "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
@@ -56,21 +55,10 @@ def ceiling_of(state) -> Any:
     return min(bad) if bad and all(isinstance(v, int | float) for v in bad) else None
 
 
-def step_minutes(loaded, state) -> float:
-    """What one more window of ``state``'s sweep costs, in minutes."""
-    return window_minutes(state.step_seconds, (loaded.spec.workload.duration_s or 20) + 5.0)
-
-
 def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
-                  written: Path | None = None, decision: dict | None = None) -> None:
-    """Write summary.json, summary.csv, plot.png and report.md (each atomically);
-    ``decision``: the verdict's record (``Finish._decision``), else what the settling says
-    now."""
+                  written: Path | None = None) -> None:
+    """Write summary.json, summary.csv, plot.png and report.md (each atomically)."""
     rows = summary_rows(state)
-    minutes = step_minutes(loaded, state)
-    settled = settled_of(state.config, state.history, state.knee, minutes)
-    if decision is None:
-        decision = settled.to_dict(state.config.plateau_threshold, minutes)
     stop = next((d for d in reversed(state.decisions)
                  if d["value"] is None and d["phase"] != PHASE_REMEASURE), None)
     summary = {"sweep_id": archive.id, "param": state.config.param,
@@ -78,11 +66,10 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "steps": rows, "stop": stop, "chosen": chosen.to_dict() if chosen else None,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
-               "noise": measured_noise(state.history),
-               "resolved": choice_resolved(state.config, state.history, settled,
-                                           state.ceiling_failed, state.confirmations),
-               "decision": decision,
-               "load_average": load_summary(state.load_samples),
+               "noise": choice_noise(state.history, state.confirmations, state.objective),
+               "resolved": choice_resolved(state.config, state.history, state.knee,
+                                           state.ceiling_failed, state.confirmations,
+                                           state.objective),
                "ceiling_failed": state.ceiling_failed,
                "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
@@ -190,22 +177,17 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
     if summary["stop"]:
         lines += ["", f"**Search stopped** ({summary['stop'].get('stop_rule')}): "
                   f"{summary['stop']['reason']}"]
-    lines += ["", f"**Measured noise**: {noise_sentence(summary['noise'])}",
-              "", f"**Choice**: {summary['chosen_reason']}",
-              "", f"**Verdict**: {decision_sentence(summary)}"]
-    if summary["load_average"]:
-        load = summary["load_average"]
-        lines.append(f"- load average during the measurements: {load['median']:g} (median; "
-                     f"{load['min']:g}..{load['max']:g} over {load['samples']} samples)")
-    drift = (summary["decision"] or {}).get("drift")
-    if drift:
-        lines.append(f"- {drift_sentence(drift)}")
+    noise = noise_sentence(summary["noise"], state.config.plateau_threshold)
+    lines += ["", f"**Measured noise**: {noise}",
+              "", f"**Choice**: {summary['chosen_reason']}"]
     if state.knee is not None:
         knee = state.knee
         lines.append(f"- fitted knee {knee['value']}, band {knee['band'][0]}..{knee['band'][1]}"
                      f", the chosen value at least {knee['share_low']:.0%} of the fitted best "
-                     f"over {knee['windows']} windows (the fit's own band; the verdict above "
-                     "rests on the side-by-side windows)")
+                     f"over {knee['windows']} windows: **"
+                     f"{'resolved' if knee['resolved'] else 'not resolved at this noise'}**"
+                     + ("" if knee["resolved"] else f" (about {knee['more_windows']} more "
+                        "windows near the knee would resolve it; `--strict` writes nothing)"))
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
             confirmation.get("problems") or [])
@@ -226,40 +208,24 @@ def _pm(row: dict, key: str) -> str:
         f"{fmt(row[key], 2)} ± {half:.2f}"
 
 
-def noise_sentence(noise: dict | None) -> str:
-    """The measured window-to-window noise in words (it decides nothing: the verdict rests on
-    the intervals of the differences, which more windows narrow)."""
+def noise_sentence(noise: dict | None, threshold: float) -> str:
+    """The measured run-to-run noise in words, and a warning when it exceeds the plateau
+    threshold (a difference the threshold calls real is then inside one window's noise)."""
     if not noise:
-        return "no value was measured twice"
-    return (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
-            f"({noise['windows']} windows of {noise['values']} values): one window's noise; "
-            "the verdict rests on the intervals of the differences, which more windows narrow")
-
-
-def decision_sentence(summary: dict) -> str:
-    """The verdict in words: resolved or not, the comparison it rests on, the budget."""
-    decision = summary.get("decision") or {}
-    against, budget = decision.get("against"), decision.get("budget") or {}
-    spent = (f"; {budget['spent']:g} of {budget['minutes']:g} budgeted minutes spent"
-             if budget else "")
-    rests = ""
-    if against and against.get("ratio") is not None:
-        rests = (f": {decision['value']} / {against['value']} = {against['ratio']:.3f} "
-                 f"(one-sided lower bound {against['low']:.3f}, {against['kind']}, "
-                 f"{against['pairs']} pairs) against the bound {decision['bound']:.2f}")
-    if summary.get("resolved"):
-        return f"**resolved**{rests}{spent}"
-    more = decision.get("more")
-    hint = (f"; about {more['windows']} more windows ({more['minutes']:g} min) would resolve "
-            "it (raise `--budget`)" if more else "")
-    return f"**written, not resolved**{rests}{spent}{hint}"
-
-
-def drift_sentence(drift: dict) -> str:
-    """The server's drift in words."""
-    verdict = "detected" if drift["detected"] else "not detected"
-    bounds = "unknown" if drift["low"] is None or drift["high"] is None else \
-        f"{drift['low']:+.1%}..{drift['high']:+.1%}"
-    return (f"drift {verdict}: {drift['per_10min']:+.1%} per 10 min ({bounds}, 95%), from "
-            f"{drift['windows']} windows of {drift['configurations']} values read early and "
-            "again late")
+        return ("no value was measured twice and no sustained run read the chosen value, so "
+                "only the noise inside each window (the ± intervals) is known: **the choice "
+                "is not resolved** (raise `sweep.max_launches` or `sweep.remeasure_rounds`)")
+    text = (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
+            f"({noise['windows']} windows of {noise['values']} values, re-measured "
+            "interleaved)")
+    if noise.get("with_confirmation"):
+        text = (f"coefficient of variation {noise['cv']:.1%} between the chosen value's "
+                f"{noise['windows'] - 1} search window(s) and its sustained run (no value "
+                "was re-measured)")
+    if not noise_above(noise, threshold):
+        return text
+    return (f"{text}. **This is more than the plateau threshold ({threshold:.0%}): one "
+            "window cannot tell the chosen value from its neighbours, so the choice is not "
+            "resolved by these measurements.** Lengthen `workload.duration_s`, set "
+            "`workload.target_half_width`, or raise `sweep.remeasure_rounds`, and sweep "
+            "again on a quieter machine")

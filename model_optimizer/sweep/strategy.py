@@ -216,25 +216,9 @@ def _next_growth(config: SweepConfig, grow_points: Sequence[Point], reason: str)
 
 def growth_stop(config: SweepConfig, history: Sequence[Point]) -> tuple[str | None, str]:
     """Why growth stopped, from the history's growth points: (stop rule or None, sentence)."""
-    outcome = _evaluate_growth(config, grow_points(history))
+    grow_points = [point for point in history if point.phase == PHASE_GROW]
+    outcome = _evaluate_growth(config, grow_points)
     return outcome.stop_rule, outcome.reason
-
-
-def grow_points(history: Sequence[Point]) -> list[Point]:
-    """The growth points in the order grown, each with every window of its value pooled
-    (:func:`~model_optimizer.sweep.decide.pooled`): the windows the settling took later can
-    refute a stop that one window made (a collapsed reading read as a regression), and
-    growth then goes on."""
-    grown = [point for point in history if point.phase == PHASE_GROW]
-    if not any(point.phase == PHASE_REMEASURE for point in history):
-        return grown
-    merged = {_categorical_key(p.value): p for p in pooled(history)}
-    out = []
-    for point in grown:
-        whole = merged[_categorical_key(point.value)]
-        whole.phase = PHASE_GROW
-        out.append(whole)
-    return out
 
 
 # --- bisection phase ----------------------------------------------------------------------
@@ -394,7 +378,7 @@ def _natural_decision(config: SweepConfig, history: Sequence[Point]) -> Decision
     """The decision ignoring the launch budget."""
     if config.categorical:
         return _next_categorical(config, history)
-    growth = _evaluate_growth(config, grow_points(history))
+    growth = _evaluate_growth(config, [point for point in history if point.phase == PHASE_GROW])
     if growth.stop_rule is None:
         return Decision(growth.next_value, PHASE_GROW, growth.reason)
     return _next_bisection(config, history, growth)

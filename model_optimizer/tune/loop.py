@@ -47,12 +47,7 @@ from model_optimizer.plan import PlanError, estimate
 from model_optimizer.quality.config import quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.search.revision import default_model_config, write_validated_revision
-from model_optimizer.search.session import (
-    SearchSession,
-    SearchState,
-    load_summary,
-    read_search_archive,
-)
+from model_optimizer.search.session import SearchSession, SearchState, read_search_archive
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import TrialResult, read_trial_result, slo_bounds, trial_verdict
@@ -99,9 +94,6 @@ from model_optimizer.tune.trials import (
 )
 
 KIND = "tune"
-#: why a relaunching tune's choice is not resolved
-UNCONFIRMED = ("a tune that launches per trial does not measure its choice side by side with "
-               "the runner-up (the scanning tune does; see docs/tune.md)")
 Measure = Callable[[LoadedRecipe, int, dict], TrialResult]
 
 
@@ -137,11 +129,6 @@ class TuneOutcome:
     running_elsewhere: int = 0
     counts: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # why the choice is not resolved
-
-    @property
-    def resolved(self) -> bool:
-        """False when a warning says the written choice is not resolved."""
-        return not self.warnings
 
     @property
     def exit_code(self) -> int:
@@ -259,7 +246,6 @@ class TuneRunner:
                                    self.n_trials, events.eta_s(self.session.elapsed(), here,
                                                                here + self.n_trials - done)))
         twin = finished_twin(self.study, params, trial.number)
-        self.session.sample_load()
         try:
             if twin is not None:
                 record = copy_twin(self.study, trial, twin)
@@ -319,14 +305,11 @@ class TuneRunner:
         running = sum(1 for t in trials if t.state == TrialState.RUNNING)
         best = self._best = best_trial(trials, self.config)
         stop, figures, warnings = (self.state.stop or {}).get("reason", ""), None, []
-        decision = None
         if best is not None and self.scanner is not None and not running:
             verdict = self.scanner.confirm(ranked_feasible(trials, self.config))
             best, figures, warnings = verdict.trial, verdict.figures, list(verdict.warnings)
-            self.state.confirmation, decision = verdict.to_dict(), verdict.decision
+            self.state.confirmation = verdict.to_dict()
             self._best, stop = best, "; ".join(x for x in (stop, verdict.note()) if x)
-        elif best is not None and not running:
-            warnings = [UNCONFIRMED]
         outcome = TuneOutcome(STATUS_OK, self.archive.path, self.archive.id,
                               self.state.study_name, running_elsewhere=running,
                               counts=state_counts(trials), warnings=warnings)
@@ -337,10 +320,8 @@ class TuneRunner:
             outcome.status = failed_status("no_feasible_trial")
             outcome.reason = f"{stop}; no trial was feasible ({describe_outcomes(trials)})"
         else:
-            outcome.written = self._write(best, figures, not warnings, decision)
+            outcome.written = self._write(best, figures)
             outcome.reason = f"{stop}; best feasible: trial {best.number} {dict(best.params)}"
-            if warnings == [UNCONFIRMED]:
-                outcome.reason += f"; NOT RESOLVED: {UNCONFIRMED}"
         outcome.best = trial_summary(best) if best is not None else None
         return outcome
 
@@ -354,20 +335,13 @@ class TuneRunner:
         write_outputs(self.archive, self.loaded, self.state, self.config, self.study,
                       None, "interrupted", None)
 
-    def _write(self, best: FrozenTrial, figures: dict | None, resolved: bool,
-               decision: dict | None) -> Path:
+    def _write(self, best: FrozenTrial, figures: dict | None = None) -> Path:
         changes = {("engine", name): value for name, value in best.params.items()}
         figures = figures or best.user_attrs.get("figures") or {}
-        decision = decision or {"value": dict(best.params), "kind": "none",
-                                "against": None, "why": UNCONFIRMED}
-        decision["budget"] = {"minutes": self.config.max_minutes,
-                              "spent": round(self.session.elapsed() / 60.0, 1)}
         return write_validated_revision(
             self.archive, self.loaded, changes, figures, by=KIND,
             output=Path(self.state.output), hardware=best.user_attrs.get("hardware"),
-            quality=(best.user_attrs.get("figures") or {}).get("quality"),
-            resolved=resolved, decision=decision,
-            load_average=load_summary(self.state.load_samples))
+            quality=(best.user_attrs.get("figures") or {}).get("quality"))
 
 
 def enqueue_seeds(study: optuna.Study, config: TuneConfig, engine: dict, n_trials: int,

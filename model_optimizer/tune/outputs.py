@@ -189,8 +189,7 @@ def write_outputs(archive: RunArchive, loaded, state, config: TuneConfig, study:
         "windows": sum(windows_of(t) for t in trials), "scan": state.scan,
         "strategy": state.scan_reason, "confirmations": state.confirmations,
         "confirmation": state.confirmation,
-        "resolved": state.confirmation is not None
-        and not state.confirmation.get("warnings"),
+        "resolved": not (state.confirmation or {}).get("warnings"),
         "trials_here": state.trials_here, "machine": state.machine,
     }
     archive.write_json(SUMMARY_FILE, summary)

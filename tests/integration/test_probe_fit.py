@@ -24,7 +24,7 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
         "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--max", "4",
         "--strategy", "probe-fit", "--runs-dir", str(runs), "--json",
         "--set", "workload.duration_s=3", "--set", "sweep.confirm_duration_s=3",
-        "--budget", "4", timeout=900)
+        "--set", "sweep.remeasure_rounds=0", timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     [folder] = [p for p in runs.iterdir() if p.is_dir()]
     summary = json.loads((folder / "summary.json").read_text())
@@ -34,11 +34,8 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
     levels = coarse_levels(1, 4)
     assert [v for phase, v in phases if phase == PHASE_UP] == levels
     assert [v for phase, v in phases if phase == PHASE_DOWN] == levels[::-1]
-    validated = yaml.safe_load(recipe_copy.read_text())["validated"]
-    knee = validated["knee"]
+    knee = yaml.safe_load(recipe_copy.read_text())["validated"]["knee"]
     assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 4
-    assert isinstance(validated["resolved"], bool) and validated["decision"]["value"] == \
-        knee["value"] and validated["load_average"]["samples"] >= len(state["history"])
     assert knee["band"][0] <= knee["band"][1] and knee["windows"] >= 2 * len(levels) - 1
     assert yaml.safe_load(recipe_copy.read_text())["engine"]["max_num_seqs"] == knee["value"]
     report = (folder / "report.md").read_text()

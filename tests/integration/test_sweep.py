@@ -40,7 +40,7 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
         "--runs-dir", str(runs), "--json",
         "--set", "engine.extra_args={kv-cache-memory-bytes: 2097152}",
         "--set", "sweep.confirm_duration_s=0", "--set", "workload.num_requests=60",
-        "--strategy", "relaunch",
+        "--set", "sweep.remeasure_rounds=0", "--strategy", "relaunch",
         timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
     folder = sweep_dir(runs)

@@ -39,7 +39,7 @@ WORKLOAD = ["--set", "workload.num_requests=48", "--set", "workload.duration_s=n
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
 SWEEP = ["--set", "sweep.start=1", "--set", "sweep.growth=4", "--set", "sweep.max=4",
          "--set", "sweep.resolution=4", "--set", "sweep.confirm_duration_s=0",
-         "--set", "sweep.max_launches=2",
+         "--set", "sweep.remeasure_rounds=0",
          *WORKLOAD]
 
 

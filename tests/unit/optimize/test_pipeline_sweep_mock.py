@@ -27,7 +27,7 @@ from model_optimizer.recipe import load_recipe
 from .test_pipeline import UNGATED, project, scripted  # noqa: F401 - the fixture
 
 SWEEP = ["optimize.sweep=true", "sweep.start=1", "sweep.max=4", "sweep.max_launches=4",
-         "sweep.strategy=relaunch", "sweep.confirm_duration_s=0",
+         "sweep.strategy=relaunch", "sweep.confirm_duration_s=0", "sweep.remeasure_rounds=0",
          "workload.num_requests=16", "workload.warmup_requests=1",
          "workload.prompt_tokens=16", "workload.output_tokens=8"]
 

@@ -42,7 +42,7 @@ def test_the_curves_know_their_answers():
                                             ("slo-edge", "probe-scan")])
 def test_at_zero_noise_the_sweep_finds_the_true_knee_exactly(curve, strategy):
     shape = curves()[curve]
-    outcome = run_search(shape, QUIET, 0, strategy, relative_resolution=0.0)
+    outcome = run_search(shape, QUIET, 0, strategy)
     assert outcome.chosen == shape.true_knee(0.05)
     assert outcome.validated and not outcome.warned
     # relaunch: every window is a launch of its own, plus the confirming launch

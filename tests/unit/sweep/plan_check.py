@@ -1,27 +1,22 @@
-"""A check shared by the sweep tests: the settling windows followed the settling's plan."""
+"""A check shared by the sweep tests: the re-measurements followed ``remeasure_plan``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model_optimizer.sweep.decide import PHASE_REMEASURE
-from model_optimizer.sweep.model import Point, SweepConfig
-from model_optimizer.sweep.settle import settled_of
+from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
+from model_optimizer.sweep.model import Point
 
 
-def assert_followed_settle_plan(history: Sequence[Point], config: SweepConfig,
-                                knee: dict | None = None) -> list:
-    """Every settling window is the one the plan named at its turn, rounds alternate their
-    order (A B, then B A), and the first round puts two different values side by side;
-    returns the settled values in order."""
-    settled_values = []
+def assert_followed_remeasure_plan(history: Sequence[Point], threshold: float,
+                                   rounds: int) -> list:
+    """Every re-measured window is the one the plan named at its turn, the plan ends empty,
+    and the first round interleaves two different values; returns the re-measured values."""
+    remeasured = []
     for index, point in enumerate(history):
         if point.phase == PHASE_REMEASURE:
-            plan = settled_of(config, history[:index], knee, 0.1).plan
-            assert plan[:1] == [point.value]
-            settled_values.append(point.value)
-    if settled_values:
-        assert len(set(settled_values[:2])) == 2                    # A B ...
-    if len(settled_values) >= 4:
-        assert settled_values[2:4] == settled_values[:2][::-1]       # ... B A
-    return settled_values
+            assert remeasure_plan(threshold, history[:index], rounds)[:1] == [point.value]
+            remeasured.append(point.value)
+    assert remeasure_plan(threshold, history, rounds) == []
+    assert len(remeasured) >= 2 * rounds and len(set(remeasured[:2])) == 2  # A B ...
+    return remeasured

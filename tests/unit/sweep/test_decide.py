@@ -13,6 +13,8 @@ from model_optimizer.sweep.decide import (
     interval,
     measured_noise,
     pooled,
+    remeasure_plan,
+    top_candidates,
 )
 from model_optimizer.sweep.outputs import noise_sentence
 from model_optimizer.sweep.strategy import Point, SweepConfig, choose, next_value
@@ -103,13 +105,17 @@ def test_the_20s_windows_grow_to_the_top_and_choose_it():
     assert 48 < chosen.value <= 64 and chosen.metric >= 0.95 * 107.0
 
 
-def test_measured_noise_pools_the_values_read_more_than_once():
-    history = [point(16, 41.5), point(32, 104.0), point(64, 107.0),
-               point(32, 73.0, phase=PHASE_REMEASURE), point(64, 108.0, phase=PHASE_REMEASURE),
-               point(32, 75.0, phase=PHASE_REMEASURE), point(64, 105.0, phase=PHASE_REMEASURE)]
-    # pooled medians: 32 -> 75.0, 64 -> 107.0; 32 is no longer within 5%: the best wins
+def test_remeasure_plan_interleaves_knee_and_best():
     config = SweepConfig("max_num_seqs", start=1, max=64, plateau_threshold=0.05)
-    chosen, _ = choose(config, history)
+    history = [point(16, 41.5), point(32, 104.0), point(64, 107.0)]   # a lucky window at 32
+    assert top_candidates(0.05, history) == [32, 64]
+    assert remeasure_plan(0.05, history, rounds=2) == [32, 64, 32, 64]
+    history += [point(32, 73.0, phase=PHASE_REMEASURE), point(64, 108.0, phase=PHASE_REMEASURE)]
+    assert remeasure_plan(0.05, history, rounds=2) == [32, 64]
+    history += [point(32, 75.0, phase=PHASE_REMEASURE), point(64, 105.0, phase=PHASE_REMEASURE)]
+    assert remeasure_plan(0.05, history, rounds=2) == []
+    # pooled medians: 32 -> 75.0, 64 -> 107.0; 32 is no longer within 5%: the best wins
+    chosen, reason = choose(config, history)
     assert chosen.value == 64 and chosen.metric_samples == [107.0, 108.0, 105.0]
     noise = measured_noise(history)
     assert noise["values"] == 2 and noise["windows"] == 6
@@ -117,7 +123,51 @@ def test_measured_noise_pools_the_values_read_more_than_once():
         (statistics.variance([104.0, 73.0, 75.0]) / statistics.fmean([104.0, 73.0, 75.0]) ** 2
          * 2 + statistics.variance([107.0, 108.0, 105.0])
          / statistics.fmean([107.0, 108.0, 105.0]) ** 2 * 2) / 4))
-    assert "one window's noise" in noise_sentence(noise)
+
+
+#: sweep_vs_grid.py run 6 (docs/benchmarks/sweep-vs-grid.md), the probe-scan windows in their
+#: order (req/s)
+QUIET_RUN_6 = [(1, 11.50, "grow"), (2, 13.62, "grow"), (4, 11.90, "grow"), (8, 16.40, "grow"),
+               (16, 11.73, "grow"), (32, 74.80, "grow"), (48, 63.44, "bisect"),
+               (24, 15.97, "bisect"), (28, 35.87, "bisect")]
+QUIET_RUN_6_REMEASURED = [(28, 27.93), (32, 13.20), (28, 28.98), (32, 14.99)]
+
+
+def test_a_leader_measured_once_gets_a_round_of_its_own():
+    """Run 6: re-measuring 28 and 32 sank 32 (74.8 -> 13.2, 15.0), and the sweep then chose 48
+    on its one window; now 48 is re-measured against 32 before anything is chosen."""
+    config = SweepConfig("max_num_seqs", start=1, max=64, plateau_threshold=0.05)
+    history = [point(v, m, phase=phase) for v, m, phase in QUIET_RUN_6]
+    history.append(Point(64, "grow", "ok", [20.59], slo_met=False, launches=1))
+    assert remeasure_plan(0.05, history, rounds=2) == [28, 32, 28, 32]
+    history += [point(v, m, phase=PHASE_REMEASURE) for v, m in QUIET_RUN_6_REMEASURED]
+    assert choose(config, history)[0].value == 48            # what run 6 chose, unchecked
+    assert remeasure_plan(0.05, history, rounds=2) == [32, 48]
+    history.append(point(32, 16.0, phase=PHASE_REMEASURE))
+    assert remeasure_plan(0.05, history, rounds=2) == [48]    # the pair holds for its round
+    history.append(point(48, 14.0, phase=PHASE_REMEASURE))
+    # pooled: 48 -> 38.7, 32 -> 15.5, 28 -> 29.0: 48 still leads and both were re-measured
+    assert remeasure_plan(0.05, history, rounds=2) == []
+    chosen = choose(config, history)[0]
+    assert chosen.value == 48 and chosen.metric_samples == [63.44, 14.0]
+
+
+def test_follow_up_rounds_are_bounded_by_remeasure_rounds():
+    history = [point(8, 20.0), point(16, 40.0), point(32, 80.0), point(64, 60.0)]
+    assert remeasure_plan(0.05, history, rounds=1) == [16, 32]
+    # 32 sinks, 64 (measured once) leads: one follow-up round of [32, 64], then no more
+    history += [point(16, 41.0, phase=PHASE_REMEASURE), point(32, 10.0, phase=PHASE_REMEASURE)]
+    assert remeasure_plan(0.05, history, rounds=1) == [32, 64]
+    history += [point(32, 9.0, phase=PHASE_REMEASURE), point(64, 5.0, phase=PHASE_REMEASURE)]
+    # the new pair [8, 16] has 8 never re-measured, but the one follow-up round is spent
+    assert remeasure_plan(0.05, history, rounds=1) == []
+    assert remeasure_plan(0.05, history, rounds=0) == []
+
+
+def test_when_the_knee_is_the_best_the_value_below_is_re_measured():
+    history = [point(16, 41.5), point(32, 73.8), point(64, 107.0)]
+    assert top_candidates(0.05, history) == [32, 64]
+    assert top_candidates(0.05, [point(64, 107.0)]) == []
 
 
 def test_pooled_keeps_every_window_and_the_widest_interval():
@@ -127,8 +177,9 @@ def test_pooled_keeps_every_window_and_the_widest_interval():
     assert interval(merged[0]) == (19.0, 25.0)
 
 
-def test_the_report_gives_the_window_noise_without_deciding_on_it():
-    noisy = noise_sentence({"cv": 0.729, "windows": 6, "values": 2})   # run 6
-    assert "72.9%" in noisy and "not resolved" not in noisy
-    assert "intervals of the differences" in noisy
-    assert "no value was measured twice" in noise_sentence(None)
+def test_the_report_says_when_the_noise_exceeds_the_plateau_threshold():
+    quiet = noise_sentence({"cv": 0.04, "windows": 6, "values": 2}, 0.05)
+    assert "4.0%" in quiet and "not resolved" not in quiet
+    noisy = noise_sentence({"cv": 0.729, "windows": 6, "values": 2}, 0.05)   # run 6
+    assert "72.9%" in noisy and "plateau threshold (5%)" in noisy and "not resolved" in noisy
+    assert "no value was measured twice" in noise_sentence(None, 0.05)

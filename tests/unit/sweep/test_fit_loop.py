@@ -1,5 +1,5 @@
-"""The sweep loop with ``--strategy probe-fit``: the fitted knee recorded in the revision, the
-verdict the settling gives it, and ``--strict`` refusing a knee that is not resolved."""
+"""The sweep loop with ``--strategy probe-fit``: the fitted knee, its verdict in the revision,
+and ``--strict`` refusing a knee that is not resolved."""
 
 import random
 
@@ -28,7 +28,7 @@ class NoisyMeasure(FakeMeasure):
 
 def fit_sweep(recipe, tmp_path, measure, strict=False):  # noqa: F811
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
-                                  "sweep.max=64", "sweep.max_launches=60"])
+                                  "sweep.max=64"])
     out = tmp_path / "out.yaml"
     outcome = start_sweep(loaded, tmp_path / "runs", output=out, measure=measure,
                           flags=SweepFlags(start=1, strategy="probe-fit", strict=strict))
@@ -42,20 +42,16 @@ def test_probe_fit_writes_the_fitted_knee_and_its_verdict(recipe, tmp_path):  # 
     knee = written["validated"]["knee"]
     # the table rises to 23.0 at 8 and is flat after (23.6-24.0): the smooth USL puts the
     # knee a little past the hard corner (within 1/8 of 18 here), far below 64
-    assert 8 <= knee["value"] <= 20
+    assert knee["resolved"] is True and 8 <= knee["value"] <= 20
     assert written["engine"]["max_num_seqs"] == knee["value"]
-    # the verdict is the settling's: the knee side by side with the best and the top
-    decision = written["validated"]["decision"]
-    assert written["validated"]["resolved"] is True and decision["value"] == knee["value"]
-    assert {s["value"] for s in decision["standings"] if s["kind"] == "paired"} >= {64}
     report = (outcome.archive / "report.md").read_text()
-    assert "**Verdict**: **resolved**" in report
+    assert "**resolved**" in report
 
 
 def test_strict_refuses_a_knee_that_is_not_resolved(recipe, tmp_path):  # noqa: F811
     outcome, out = fit_sweep(recipe, tmp_path, NoisyMeasure(), strict=True)
     assert outcome.written is None and not out.exists()
     assert outcome.exit_code == 4
-    assert "NOT RESOLVED" in outcome.reason and "--strict: nothing written" in outcome.reason
+    assert "not resolved at this noise" in outcome.reason
     report = (outcome.archive / "report.md").read_text()
-    assert "**written, not resolved**" in report
+    assert "not resolved at this noise" in report

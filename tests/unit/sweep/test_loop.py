@@ -67,24 +67,15 @@ def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
     assert [p["value"] for p in history] == measure.calls
     searched = [p["value"] for p in history if p["phase"] != "remeasure"]
     assert len(searched) == len(set(searched))  # no value searched twice
-    settled = [p["value"] for p in history if p["phase"] == "remeasure"]
-    first, second = settled[:2]   # three rounds side by side, the order alternating: A B B A A B
-    assert first != second and settled == [first, second, second, first, first, second]
-    assert [p["phase"] for p in history][-6:] == ["remeasure"] * 6
+    remeasured = [p["value"] for p in history if p["phase"] == "remeasure"]
+    assert len(set(remeasured)) == 2 and remeasured == remeasured[:2] * 2  # A B A B
+    assert [p["phase"] for p in history][-4:] == ["remeasure"] * 4
     written = load_recipe(out)
     assert written.resolved["revision"] == 2
     assert written.resolved["engine"]["max_num_seqs"] == outcome.chosen.value
     assert written.resolved["workload"]["concurrency"] is None
     validated = written.resolved["validated"]
     assert validated["run_id"] == outcome.sweep_id and validated["by"] == "sweep"
-    # exact windows: the choice shown at 0.90 or more of each other value, side by side
-    assert validated["resolved"] is True and outcome.resolved
-    decision = validated["decision"]
-    assert decision["value"] == outcome.chosen.value and decision["bound"] == 0.9
-    assert decision["against"]["kind"] == "paired" and decision["against"]["pairs"] == 3
-    assert decision["rounds"] == 3 and decision["windows"] == 6 and decision["more"] is None
-    assert decision["budget"]["minutes"] == 30 and decision["budget"]["spent"] >= 0
-    assert validated["load_average"]["samples"] == len(measure.calls)
     summary = json.loads((outcome.archive / "summary.json").read_text())
     chosen_row = next(r for r in summary["steps"] if r["value"] == outcome.chosen.value)
     assert validated["metrics"]["qps"] == chosen_row["qps"]
@@ -94,7 +85,6 @@ def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):
     assert len(csv_lines) == len(measure.calls) + 1
     report = (outcome.archive / "report.md").read_text()
     assert "tied to max_num_seqs" in report and "**Choice**" in report
-    assert "**Verdict**: **resolved**" in report and "load average" in report
     assert summary["noise"]["values"] == 2 and "**Measured noise**" in report
     assert (outcome.archive / "recipe.given.yaml").read_text() == recipe.read_text()
 
@@ -121,8 +111,6 @@ def test_interrupt_then_resume_equals_uninterrupted(recipe, tmp_path):
     for doc in (ours, theirs):
         doc["validated"].pop("at")
         doc["validated"].pop("run_id")
-        doc["validated"].pop("load_average")        # the machine's, at each run
-        doc["validated"]["decision"].pop("budget")  # the time spent differs
     assert ours == theirs
 
 
@@ -188,7 +176,7 @@ def test_summary_rows_carry_each_windows_own_figures(recipe, tmp_path):
     outcome = sweep_once(recipe, tmp_path / "runs", DriftingMeasure(), tmp_path / "out.yaml")
     summary = json.loads((outcome.archive / "summary.json").read_text())
     remeasured = [r for r in summary["steps"] if r["phase"] == "remeasure"]
-    assert len(remeasured) == 6
+    assert len(remeasured) == 4
     for value in {r["value"] for r in remeasured}:
         rows = [r for r in summary["steps"] if r["value"] == value]
         assert len({r["qps"] for r in rows}) == len(rows) >= 2
@@ -196,10 +184,10 @@ def test_summary_rows_carry_each_windows_own_figures(recipe, tmp_path):
     assert [r["qps"] for r in summary["steps"]] == [f["qps"] for f in state["step_figures"]]
 
 
-def test_a_choice_never_settled_is_not_resolved_and_strict_writes_nothing(recipe, tmp_path):
-    """Seven launches grow 1..64 and leave none to settle the choice with. The revision is
-    written, "written, not resolved", with NOT RESOLVED in the reason, or, with --strict,
-    nothing is written (exit 4)."""
+def test_a_choice_on_unknown_noise_is_not_resolved_and_strict_writes_nothing(recipe, tmp_path):
+    """Seven launches grow 1..64 and leave none to re-measure; no sustained run (0 s): the
+    noise is unknown. The revision is written with NOT RESOLVED in the reason, or, with
+    --strict, nothing is written (exit 4)."""
     sets = ["sweep.confirm_duration_s=0", "workload.concurrency=null",
             "sweep.max_launches=7", "sweep.strategy=relaunch"]
     outcome = start_sweep(load_recipe(recipe, sets), tmp_path / "runs",
@@ -207,10 +195,7 @@ def test_a_choice_never_settled_is_not_resolved_and_strict_writes_nothing(recipe
                           measure=FakeMeasure())
     summary = json.loads((outcome.archive / "summary.json").read_text())
     assert outcome.written == tmp_path / "a.yaml" and summary["resolved"] is False
-    assert "NOT RESOLVED" in outcome.reason and "budget was spent before" in outcome.reason
-    assert not outcome.resolved
-    validated = load_recipe(tmp_path / "a.yaml").resolved["validated"]
-    assert validated["resolved"] is False and validated["decision"]["rounds"] == 0
+    assert "NOT RESOLVED" in outcome.reason and "noise is unknown" in outcome.reason
     strict = start_sweep(load_recipe(recipe, sets), tmp_path / "runs",
                          flags=SweepFlags(start=1, strict=True), output=tmp_path / "b.yaml",
                          measure=FakeMeasure())

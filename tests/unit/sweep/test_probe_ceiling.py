@@ -17,7 +17,6 @@ from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, cut_r
 from model_optimizer.sweep.fit import Window, fit_knee
 from model_optimizer.sweep.fitscan import cut_knee
 from model_optimizer.sweep.model import Point, SweepConfig
-from model_optimizer.sweep.settle import settled_of
 from tests.unit.sweep.test_probe_loop import mock_probe_sweep
 
 OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -35,14 +34,8 @@ def point(value: int, qps: float) -> Point:
     return Point(value, "grow", "ok", [qps], slo_met=True)
 
 
-def rounds(first: int, second: int, *readings: tuple[float, float]) -> list[Point]:
-    """Settling rounds in alternating order: (first, second), then (second, first), ..."""
-    out = []
-    for index, (a, b) in enumerate(readings):
-        pair = [(first, a), (second, b)]
-        out += [Point(v, PHASE_REMEASURE, "ok", [q], slo_met=True)
-                for v, q in (pair if index % 2 == 0 else pair[::-1])]
-    return out
+def remeasured(value: int, *qps: float) -> list[Point]:
+    return [Point(value, PHASE_REMEASURE, "ok", [q], slo_met=True) for q in qps]
 
 
 def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
@@ -53,18 +46,14 @@ def test_a_lowered_ceiling_near_the_best_leaves_the_choice_not_resolved():
     assert not cut_range_unresolved(rising, 32, None, 0.05)      # nothing was cut
     assert not cut_range_unresolved(flat, 32, 64, 0.05)
     held = [{"ok": True, "value": 32, "figures": {"qps": 99.0}}]
-    # the choice settled side by side (its margin shown): only the cut is left
-    shown = rising + rounds(32, 16, (100.5, 80.2), (99.5, 80.1), (100.0, 80.0))
-    settled = settled_of(config, shown, None, 0.5)
-    assert settled.value == 32 and settled.resolved
-    assert not choice_resolved(config, shown, settled, 64, held)
-    assert choice_resolved(config, shown, settled, None, held)
-    flat_shown = flat + rounds(16, 32, (100.5, 80.2), (99.5, 80.1), (100.0, 80.0))
-    flat_settled = settled_of(config, flat_shown, None, 0.5)
-    assert flat_settled.value == 16 and flat_settled.resolved
-    assert choice_resolved(config, flat_shown, flat_settled, 64, [{**held[0], "value": 16}])
-    # a fallback the settling did not vouch for is not resolved
-    assert not choice_resolved(config, shown, settled, None, [{**held[0], "value": 16}])
+    # the choice re-measured twice (a 0.5% noise, its margin shown): only the cut is left
+    shown = rising + remeasured(32, 100.5, 99.5)
+    assert not choice_resolved(config, shown, None, 64, held)
+    assert choice_resolved(config, shown, None, None, held)
+    assert choice_resolved(config, flat + remeasured(16, 100.5, 99.5), None, 64,
+                           [{**held[0], "value": 16}])
+    knee = {"resolved": True}
+    assert choice_resolved(config, rising, knee, 64)             # the fit's verdict rules
 
 
 def usl_windows(levels, gain: float) -> list[Window]:

@@ -12,7 +12,7 @@ from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.sweep.loop import start_sweep
 from model_optimizer.sweep.model import Point, SweepConfig
-from tests.unit.sweep.plan_check import assert_followed_settle_plan
+from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -24,7 +24,7 @@ def mock_probe_sweep(tmp_path: Path, engine: MockEngine, resolution: int):
     recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
                       .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
     loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
-                                  "sweep.confirm_duration_s=1", "sweep.budget=1.5",
+                                  "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
                                   f"sweep.resolution={resolution}"])
     outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
                           output=tmp_path / "out.yaml", engine_factory=engine)
@@ -47,12 +47,12 @@ def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
     assert all(r["workload"]["concurrency"] == r["value"] for r in levels)
     assert len(levels) == len(summary["steps"])
     state = json.loads((outcome.archive / "state.json").read_text())
-    remeasured = assert_followed_settle_plan(
+    remeasured = assert_followed_remeasure_plan(
         [Point.from_dict(p) for p in state["history"]],
-        SweepConfig.from_dict(state["config"]))
-    assert len(remeasured) >= 2 and remeasured == [
-        row["value"] for row in summary["steps"] if row["phase"] == "remeasure"]
-    assert summary["decision"]["windows"] == len(remeasured)
+        SweepConfig.from_dict(state["config"]).plateau_threshold, rounds=1)
+    assert remeasured == [row["value"] for row in summary["steps"]
+                          if row["phase"] == "remeasure"]
+    assert summary["noise"]["values"] == len(set(remeasured))
     assert outcome.written and outcome.chosen.value == confirms[0]["value"]
     assert load_recipe(tmp_path / "out.yaml").resolved["engine"]["max_num_seqs"] == \
         outcome.chosen.value
