@@ -131,7 +131,7 @@ def apply(
     exits 4.
     """
     if recipe is not None and is_fleet_file(recipe):
-        apply_fleet_command(recipe, overrides, runs_dir_opt, as_json)
+        apply_fleet_command(recipe, overrides, runs_dir_opt, as_json, print_outcome)
         return
     loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir,

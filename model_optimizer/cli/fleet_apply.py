@@ -3,6 +3,7 @@ overall, per class and per instance (what each served against what the rules sen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.finish import INSTANCE_COLUMNS
 from model_optimizer.fleet.run import run_fleet
+from model_optimizer.runner import RunOutcome
 from model_optimizer.signals import terminate_as_interrupt
 
 
@@ -39,10 +41,9 @@ def instance_summary_table(metrics: dict) -> Table | None:
 
 
 def apply_fleet_command(path: Path, overrides: list[str] | None, runs_dir_opt: Path | None,
-                        as_json: bool) -> None:
-    """Run the fleet at ``path``; exit like `mopt apply` (4 also for a routing mismatch)."""
-    from model_optimizer.cli.apply import print_outcome
-
+                        as_json: bool, print_outcome: Callable[[RunOutcome], None]) -> None:
+    """Run the fleet at ``path``; exit like `mopt apply` (4 also for a routing mismatch).
+    ``print_outcome`` is apply's summary of a run (passed in: apply imports this module)."""
     if overrides:
         raise UsageError("--set is for recipes; change a fleet's instance with its set: list")
     fleet = load_fleet(path)
