@@ -27,7 +27,8 @@ def fleet_table(plan: FleetPlan) -> Table:
     for column in ("instance", "classes", "share", "weights GiB", "activation GiB",
                    "KV GiB", "KV tokens", "seqs w/o preemption", "max_num_seqs", "verdict"):
         table.add_column(column, justify="left" if column in ("instance", "classes", "verdict")
-                         else "right")
+                         else "right", no_wrap=column == "verdict",
+                         min_width=12 if column == "verdict" else None)
     for item in plan.instances:
         r = item.report
         share = (f"{r.gpu_memory_utilization:g}" if r.gpu_memory_utilization is not None
