@@ -19,8 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from model_optimizer.httpcall import HTTPCallError, call
-from model_optimizer.telemetry.prometheus import MAX_METRICS_BYTES
+from model_optimizer.telemetry.prometheus import fetch_page
 
 #: our name -> vLLM's histogram (seconds)
 SERVER_HISTOGRAMS: dict[str, str] = {
@@ -103,13 +102,8 @@ def parse_histograms(text: str) -> dict[str, Histogram]:
 
 def scrape_histograms(url: str, timeout_s: float = 5.0) -> dict[str, Histogram] | None:
     """GET a `/metrics` URL and parse its histograms; None when it cannot be read."""
-    try:
-        reply = call("GET", url, deadline_s=timeout_s, max_bytes=MAX_METRICS_BYTES)
-    except HTTPCallError:
-        return None
-    if reply.status != 200 or reply.truncated:
-        return None
-    return parse_histograms(reply.text)
+    text = fetch_page(url, timeout_s)
+    return None if text is None else parse_histograms(text)
 
 
 def window_delta(before: dict[str, Histogram] | None,

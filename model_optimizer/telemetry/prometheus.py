@@ -95,16 +95,22 @@ def parse_metrics(text: str) -> dict[str, float | None]:
 MAX_METRICS_BYTES = 16 << 20  # a larger /metrics page is not vLLM's: no sample
 
 
-def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float | None] | None:
-    """GET a `/metrics` URL (``timeout_s`` in total, at most ``MAX_METRICS_BYTES`` read) and
-    parse it; None on any connection error, late or oversized answer, or non-200 answer."""
+def fetch_page(url: str, timeout_s: float = 2.0) -> str | None:
+    """The text of a `/metrics` page (``timeout_s`` in total, at most ``MAX_METRICS_BYTES``
+    read); None on any connection error, late or oversized answer, or non-200 answer."""
     try:
         reply = call("GET", url, deadline_s=timeout_s, max_bytes=MAX_METRICS_BYTES)
     except HTTPCallError:
         return None
     if reply.status != 200 or reply.truncated:
         return None
-    return parse_metrics(reply.text)
+    return reply.text
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float | None] | None:
+    """GET a `/metrics` URL and parse it (:func:`fetch_page`); None when it cannot be read."""
+    text = fetch_page(url, timeout_s)
+    return None if text is None else parse_metrics(text)
 
 
 #: requests an engine finished (every finish reason): what a fleet counts per instance
@@ -126,10 +132,5 @@ def counter_sum(text: str, name: str = REQUESTS_FINISHED) -> float | None:
 def scrape_counter(url: str, name: str = REQUESTS_FINISHED,
                    timeout_s: float = 2.0) -> float | None:
     """GET a `/metrics` URL and sum counter ``name``; None when it cannot be read."""
-    try:
-        reply = call("GET", url, deadline_s=timeout_s, max_bytes=MAX_METRICS_BYTES)
-    except HTTPCallError:
-        return None
-    if reply.status != 200 or reply.truncated:
-        return None
-    return counter_sum(reply.text, name)
+    text = fetch_page(url, timeout_s)
+    return None if text is None else counter_sum(text, name)
