@@ -50,7 +50,10 @@ def export(
         help="Image of the tune workers (vLLM's image with mopt installed).")] =
         "mopt-worker:latest",
     force: Annotated[bool, typer.Option(
-        "--force", help="Export even when model.pins do not match the checkpoint on disk.")]
+        "--force", help="Export even a recipe whose model.pins do not match the checkpoint "
+        "on disk, that was never validated (or whose validation did not resolve), or whose "
+        "hub model is at a branch no commit was found for; the archive records what was "
+        "forced.")]
     = False,
     overrides: SetOption = None,
     runs_dir_opt: RunsDirOption = None,
@@ -58,11 +61,13 @@ def export(
 ) -> None:
     """Write the recipe's server as deployment files: vllm (a `vllm serve --config` file, an
     env file and how to start it exactly as mopt does), compose, kubernetes (Deployment,
-    Service, optional HPA and tune workers' Job) or systemd. Refuses a recipe whose
-    model.pins do not match the checkpoint on disk (--force overrides); never writes a
-    secret; records the export in an archive under the runs dir.
+    Service, optional HPA and tune workers' Job) or systemd. Refuses, unless --force, a
+    recipe whose model.pins do not match the checkpoint on disk, one never validated (or
+    whose validation did not resolve) and a hub model at a branch it cannot pin to a commit
+    (from the local Hugging Face cache, else the hub); never writes a secret; records the
+    export in an archive under the runs dir.
 
-    Exit codes: 0 written; 2 bad input, drifted pins or a secret in the way.
+    Exit codes: 0 written; 2 bad input, a refusal above or a secret in the way.
     """
     loaded = load_chosen(recipe, overrides, "export", as_json, runs_dir_opt)
     options = ExportOptions(tuple(dict.fromkeys(formats)), port=port, force=force,

@@ -7,13 +7,17 @@ GPUs are reserved through the ``nvidia`` device driver (``tensor_parallel_size``
 shared memory is sized for PyTorch's inter-process tensors, the health check polls
 ``/health`` (with the recipe's start-up timeout as its start period), the model folder is
 mounted read-only, and the recipe's identity and pins are labels.
+
+Compose interpolates ``$`` in every value of the file, so each literal ``$`` is written
+``$$`` (``escape_dollars``): the container gets the environment and paths mopt measured.
+Only the recipe's ``${VAR}`` references are written as interpolations, failing while unset.
 """
 
 from __future__ import annotations
 
 import yaml
 
-from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment
+from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment, escape_dollars
 from model_optimizer.export.vllm import CONFIG_FILE, ENV_FILE
 from model_optimizer.recipe.security import one_line
 
@@ -35,14 +39,21 @@ def health_test(port: int) -> list[str]:
 
 
 def service(dep: Deployment, startup_timeout_s: float) -> dict:
-    """The ``vllm`` service."""
+    """The ``vllm`` service: literal values escaped, then the references added."""
+    body = escape_dollars(_literal_service(dep, startup_timeout_s))
+    body["environment"].update({name: compose_reference(var)
+                                for name, var in dep.env_refs.items()})
+    body["command"] += dep.env_args(compose_reference)
+    return body
+
+
+def _literal_service(dep: Deployment, startup_timeout_s: float) -> dict:
+    """The ``vllm`` service as plain values (nothing to interpolate)."""
     volumes = [{"type": "bind", "source": f"./{CONFIG_FILE}", "target": CONTAINER_CONFIG,
                 "read_only": True}]
     if dep.model_is_local:
         volumes.append({"type": "bind", "source": dep.model, "target": dep.container_model,
                         "read_only": True})
-    environment = {**dep.env, **{name: compose_reference(var)
-                                 for name, var in dep.env_refs.items()}}
     resources: dict = {"limits": {"memory": f"{dep.memory_gib}g"}}
     if not dep.on_cpu:
         resources["reservations"] = {"devices": [
@@ -50,9 +61,9 @@ def service(dep: Deployment, startup_timeout_s: float) -> dict:
     return {
         "image": dep.image,
         "entrypoint": ["python3", *dep.module_argv],
-        "command": [*dep.container_args(), *dep.env_args(compose_reference)],
+        "command": dep.container_args(),
         "env_file": [f"./{ENV_FILE}"],
-        "environment": environment,
+        "environment": dict(dep.env),
         "ports": [f"{dep.host}:{dep.port}:{dep.port}"],
         "volumes": volumes,
         "shm_size": SHM_SIZE,

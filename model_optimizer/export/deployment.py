@@ -20,31 +20,43 @@ server mopt measured. The rules an export adds are defined here once:
   new setting in a systemd unit) is refused here too, even when the recipe check was
   bypassed; the recipe's file name, which is no recipe string, is escaped
   (``security.one_line``) wherever a file names it;
-- **pins**: a recipe whose ``model.pins`` do not match the checkpoint on disk is refused
-  unless forced (``models.pins``, the drift check's rule);
+- **model folder**: a local ``model.path`` that is a system folder (``/``, ``/etc``, the
+  home folder; ``security.system_folder``) is refused: it would be bind-mounted;
+- **dollars**: Compose interpolates ``$`` everywhere and Kubernetes expands ``$(VAR)`` in
+  commands, arguments and env values, so those formats write a literal ``$`` as ``$$``
+  (``escape_dollars``) and only the recipe's references as expansions;
+- **what may be exported**: drifted ``model.pins``, a revision never validated (or whose
+  validation did not resolve) and a hub model at a branch with no commit found are refused
+  unless forced (``export/gates.py``); a hub model is served at the commit its branch
+  names (``revision`` and ``tokenizer-revision``);
 - **resources**: accelerators = ``tensor_parallel_size``; host memory = the planned weights
   plus, on the CPU engine, the KV-cache space, plus ``HOST_OVERHEAD_GIB`` for the process.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
-from model_optimizer.models.pins import pin_messages
-from model_optimizer.plan import estimate
-from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.export.gates import (
+    DEFAULT_BRANCH,
+    hub_commit,
+    hub_pin,
+    pin_problems,
+    validation_problems,
+)
+from model_optimizer.plan import estimate, load_model_config
+from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import (
     SERVER_MODULE,
     model_location,
     server_env,
     vllm_config,
 )
-from model_optimizer.recipe.security import control_strings
+from model_optimizer.recipe.security import control_strings, system_folder
 from model_optimizer.recipe.yamlsource import dotted
 from model_optimizer.secrets import contains_secret, is_reference
 
@@ -85,6 +97,8 @@ class Deployment:
     memory_gib: int
     vllm_version: str | None
     labels: dict[str, str] = field(default_factory=dict)
+    #: the problems ``--force`` exported over (``export/gates.py``)
+    forced_over: list[str] = field(default_factory=list)
 
     @property
     def on_cpu(self) -> bool:
@@ -123,17 +137,21 @@ class Deployment:
                 "--host", "0.0.0.0", "--port", str(self.port)]
 
 
+def escape_dollars(value: object) -> object:
+    """``value`` (strings in dicts and lists too) with ``$`` written ``$$``, as Compose (and
+    Kubernetes, in its ``$(VAR)`` fields) reads a literal dollar."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {key: escape_dollars(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [escape_dollars(item) for item in value]
+    return value
+
+
 def export_port(loaded: LoadedRecipe, port: int | None) -> int:
     """The deployment's port (the rule in the module docstring)."""
     return port or loaded.spec.engine.port or VLLM_DEFAULT_PORT
-
-
-def pin_problems(loaded: LoadedRecipe) -> list[str]:
-    """How the checkpoint on disk differs from ``model.pins`` (empty without pins)."""
-    pins = loaded.resolved["model"].get("pins")
-    if not pins:
-        return []
-    return pin_messages(pins, Path(model_location(loaded.spec, loaded.base_dir)))
 
 
 def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -180,20 +198,23 @@ def host_memory_gib(loaded: LoadedRecipe, model: str, is_local: bool) -> int:
     weights_gib = 0.0
     config_path = Path(model) / "config.json"
     if is_local and config_path.is_file():
-        report = estimate(loaded.resolved, json.loads(config_path.read_text()))
+        report = estimate(loaded.resolved, load_model_config(config_path))  # names the file
         weights_gib = report.weight_bytes / 2**30
     return math.ceil(weights_gib + kv_gib + HOST_OVERHEAD_GIB)
 
 
-def pin_labels(loaded: LoadedRecipe) -> dict[str, str]:
-    """The recipe's identity and pins as labels: name, revision, checkpoint hash, vLLM."""
+def pin_labels(loaded: LoadedRecipe, commit: str | None = None) -> dict[str, str]:
+    """The recipe's identity and pins as labels: name, revision, checkpoint hash (or the hub
+    commit served), vLLM."""
     spec = loaded.spec
     labels = {"mopt.recipe": loaded.name, "mopt.recipe-revision": str(spec.revision)}
     pins_dict = loaded.resolved["model"].get("pins") or {}
     if pins_dict.get("sha256"):
         labels["mopt.checkpoint-sha256"] = str(pins_dict["sha256"])
-    if spec.model.revision:
-        labels["mopt.model-revision"] = str(spec.model.revision)
+    if commit or spec.model.revision:
+        labels["mopt.model-revision"] = str(commit or spec.model.revision)
+    if commit and spec.model.revision != commit:
+        labels["mopt.model-branch"] = str(spec.model.revision or DEFAULT_BRANCH)
     validated = loaded.resolved.get("validated") or {}
     for key in ("vllm_version", "hardware", "run_id"):
         if validated.get(key):
@@ -211,22 +232,28 @@ def check_one_line(loaded: LoadedRecipe) -> None:
 
 def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool = False,
                      installed_vllm: str | None = None) -> Deployment:
-    """The deployment of ``loaded``; ExportError when its pins drifted (unless ``force``)."""
+    """The deployment of ``loaded``; ExportError on a problem of ``export/gates.py``
+    (drifted pins, never validated, an unpinned hub model) unless ``force``, which records
+    them in ``forced_over``."""
     check_one_line(loaded)
-    problems = pin_problems(loaded)
-    if problems and not force:
-        raise ExportError(f"{loaded.path}: " + "; ".join(problems) + ". Refusing to export "
-                          "a checkpoint other than the one validated. Fix: re-validate "
-                          "(mopt optimize, mopt quantize) or pass --force")
     spec = loaded.spec
+    model = model_location(spec, loaded.base_dir)
+    is_local = Path(model).is_absolute()
+    if is_local and system_folder(model):
+        raise ExportError(f"{loaded.path}: model.path resolves to {model}, a system folder; "
+                          "an export never mounts one into a container. Fix: point "
+                          "model.path at the model's own folder")
+    commit, hub_problems = (None, []) if is_local else hub_pin(loaded, model, hub_commit)
+    problems = pin_problems(loaded) + validation_problems(loaded) + hub_problems
+    if problems and not force:
+        raise ExportError(f"{loaded.path}: refusing to export: " + "; ".join(problems)
+                          + "; or pass --force to export it anyway")
     chosen_port = export_port(loaded, port)
-    config = vllm_config(loaded.spec, loaded.base_dir)
+    config = vllm_config(loaded.spec, loaded.base_dir) | pinned_revision(spec, commit)
     config["port"] = chosen_port
     check_no_secret_options(config)
     config, arg_refs = split_options(config)
     plain, refs = split_env(server_env(spec))
-    model = model_location(spec, loaded.base_dir)
-    is_local = Path(model).is_absolute()
     validated = loaded.resolved.get("validated") or {}
     return Deployment(
         name=_dns_name(loaded.name), revision=spec.revision, recipe_file=str(loaded.path),
@@ -236,7 +263,16 @@ def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool 
         accelerators=spec.engine.tensor_parallel_size or 1,
         memory_gib=host_memory_gib(loaded, model, is_local),
         vllm_version=validated.get("vllm_version") or installed_vllm,
-        labels=pin_labels(loaded))
+        labels=pin_labels(loaded, commit), forced_over=problems)
+
+
+def pinned_revision(spec: RecipeSpec, commit: str | None) -> dict[str, str]:
+    """The vLLM options that serve a hub model (and its tokenizer, unless the recipe names
+    another) at ``commit``; nothing for a local folder."""
+    if commit is None:
+        return {}
+    return {"revision": commit} | ({} if spec.model.tokenizer else
+                                   {"tokenizer-revision": commit})
 
 
 def _dns_name(name: str) -> str:

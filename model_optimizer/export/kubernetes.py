@@ -6,12 +6,16 @@ official vLLM image (the config mounted, the model from a read-only PersistentVo
 start-up, readiness and liveness probes on ``/health``, the recipe's identity and pins as
 annotations; ``${VAR}`` references of ``engine.env``, and the variables of options read
 from the environment (``--api-key $(VLLM_API_KEY)``), from the Secret ``<name>-env``);
-a Service; with ``hpa_max`` a HorizontalPodAutoscaler on vLLM's waiting-requests gauge
-(served to the custom metrics API by e.g. the Prometheus adapter).
+a Service; with ``hpa_max`` a HorizontalPodAutoscaler on vLLM's waiting-requests gauge.
+The HPA reads that gauge from the custom metrics API, which needs a metrics adapter: the
+export writes ``prometheus-adapter.yaml`` (the Prometheus adapter's rule, as Helm values),
+the pods carry the ``prometheus.io/*`` scrape annotations, and the manifest names both.
 
 ``tune-job.yaml`` (with ``tune_workers``): an Indexed Job of N ``mopt tune`` workers on one
 PostgreSQL study, the storage URL read from the Secret ``<name>-tune-db`` (key ``url``),
-never written in the file; the recipe travels in a ConfigMap.
+never written in the file; the recipe travels in a ConfigMap. Each worker keeps its runs
+dir and its tuned recipe on the PersistentVolumeClaim ``<name>-tune-work`` (exported with
+it, ReadWriteMany: the workers run at once), so the archives outlive the pods.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment
+from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment, escape_dollars
 from model_optimizer.recipe.security import one_line
 
 MANIFEST_FILE = "kubernetes.yaml"
@@ -32,6 +36,13 @@ QUEUE_METRIC = "vllm_num_requests_waiting"
 #: the variable `mopt tune --storage` reads (cli/tune.py STORAGE_ENV)
 TUNE_STORAGE_ENV = "MOPT_TUNE_STORAGE"
 SHM_LIMIT = "8Gi"
+ADAPTER_FILE = "prometheus-adapter.yaml"
+#: the series vLLM's /metrics serves for the gauge (``QUEUE_METRIC`` in the metrics API)
+QUEUE_SERIES = "vllm:num_requests_waiting"
+#: room for every worker's archives and tuned recipe
+TUNE_WORK_SIZE = "20Gi"
+#: set by Kubernetes in each pod of an Indexed Job: the pod's index
+JOB_INDEX = "$(JOB_COMPLETION_INDEX)"
 
 
 def annotations(dep: Deployment) -> dict[str, str]:
@@ -49,7 +60,7 @@ def _secret(dep: Deployment, name: str, var: str) -> dict:
 def _env(dep: Deployment) -> list[dict]:
     """The server's environment: plain values, ``${VAR}`` references from the Secret, and
     the variables its options read (``$(VAR)`` in the arguments)."""
-    env = [{"name": k, "value": v} for k, v in dep.env.items()]
+    env = [{"name": k, "value": escape_dollars(v)} for k, v in dep.env.items()]
     env += [_secret(dep, name, var) for name, var in dep.env_refs.items()]
     return env + [_secret(dep, var, var) for var in dict.fromkeys(dep.arg_refs.values())
                   if var not in dep.env_refs]
@@ -91,17 +102,19 @@ def deployment(dep: Deployment, replicas: int, startup_timeout_s: float) -> dict
     volumes, mounts = _volumes(dep)
     container = {
         "name": "vllm", "image": dep.image, "command": ["python3", *dep.module_argv],
-        "args": [*dep.container_args(), *dep.env_args(lambda var: f"$({var})")],
+        "args": [*escape_dollars(dep.container_args()), *dep.env_args(lambda var: f"$({var})")],
         "ports": [{"name": "http", "containerPort": dep.port}],
         "env": _env(dep), "resources": _resources(dep), "volumeMounts": mounts,
         "startupProbe": _probe(dep, max(1, math.ceil(startup_timeout_s / PROBE_PERIOD_S))),
         "readinessProbe": _probe(dep, 3), "livenessProbe": _probe(dep, 6)}
     selector = {"app.kubernetes.io/name": dep.name}
+    scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(dep.port),
+              "prometheus.io/path": "/metrics"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": dep.name, "labels": selector, "annotations": annotations(dep)},
             "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
                      "template": {"metadata": {"labels": selector,
-                                               "annotations": annotations(dep)},
+                                               "annotations": annotations(dep) | scrape},
                                   "spec": {"containers": [container], "volumes": volumes}}}}
 
 
@@ -126,6 +139,17 @@ def autoscaler(dep: Deployment, replicas: int, hpa_max: int, queue_target: int) 
                                     "averageValue": str(queue_target)}}}]}}
 
 
+def adapter_values() -> dict:
+    """Helm values of the Prometheus adapter (prometheus-community/prometheus-adapter) that
+    serve vLLM's ``vllm:num_requests_waiting`` per pod as ``QUEUE_METRIC``."""
+    return {"rules": {"custom": [{
+        "seriesQuery": f'{QUEUE_SERIES}{{namespace!="",pod!=""}}',
+        "resources": {"overrides": {"namespace": {"resource": "namespace"},
+                                    "pod": {"resource": "pod"}}},
+        "name": {"matches": f"^{QUEUE_SERIES}$", "as": QUEUE_METRIC},
+        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"}]}}
+
+
 def config_map(name: str, key: str, text: str) -> dict:
     """A ConfigMap holding one file."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
@@ -134,15 +158,20 @@ def config_map(name: str, key: str, text: str) -> dict:
 
 def tune_job(dep: Deployment, workers: int, recipe_text: str, image: str) -> list[dict]:
     """The recipe's ConfigMap and an Indexed Job of ``workers`` tune workers."""
-    args = ["tune", "/etc/mopt/recipe.yaml", "--study-name", dep.name,
-            "--output", "/work/recipe.tuned.yaml", "--runs-dir", "/work/runs"]
+    args = ["tune", "/etc/mopt/recipe.yaml", "--study-name", dep.name]
     if dep.model_is_local:
         args += ["--set", f"model.path={dep.container_model}"]
+    elif dep.config.get("revision"):  # the hub commit the export pinned (export/gates.py)
+        args += ["--set", f"model.revision={dep.config['revision']}"]
     volumes, mounts = _volumes(dep)
     volumes[0] = {"name": "config", "configMap": {"name": f"{dep.name}-recipe"}}
-    volumes.append({"name": "work", "emptyDir": {}})
+    volumes.append({"name": "work", "persistentVolumeClaim": {
+        "claimName": f"{dep.name}-tune-work"}})
     mounts.append({"name": "work", "mountPath": "/work"})
-    container = {"name": "mopt-tune", "image": image, "command": ["mopt"], "args": args,
+    container = {"name": "mopt-tune", "image": image, "command": ["mopt"],
+                 "args": [*escape_dollars(args),  # then each worker's own folder on the claim
+                          "--output", f"/work/recipe.tuned-{JOB_INDEX}.yaml",
+                          "--runs-dir", f"/work/runs-{JOB_INDEX}"],
                  "env": [{"name": TUNE_STORAGE_ENV, "valueFrom": {"secretKeyRef": {
                      "name": f"{dep.name}-tune-db", "key": "url"}}}, *_tune_env(dep)],
                  "resources": _resources(dep), "volumeMounts": mounts}
@@ -152,7 +181,11 @@ def tune_job(dep: Deployment, workers: int, recipe_text: str, image: str) -> lis
                     "parallelism": workers, "backoffLimit": workers,
                     "template": {"spec": {"restartPolicy": "Never",
                                           "containers": [container], "volumes": volumes}}}}
-    return [config_map(f"{dep.name}-recipe", "recipe.yaml", recipe_text), job]
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": f"{dep.name}-tune-work"},
+             "spec": {"accessModes": ["ReadWriteMany"],
+                      "resources": {"requests": {"storage": TUNE_WORK_SIZE}}}}
+    return [config_map(f"{dep.name}-recipe", "recipe.yaml", recipe_text), claim, job]
 
 
 def dump(documents: list[dict], header: str) -> str:
@@ -165,12 +198,22 @@ def render(dep: Deployment, config_text: str, *, replicas: int, startup_timeout_
     """``kubernetes.yaml``: ConfigMap, Deployment, Service (and HPA)."""
     documents = [config_map(f"{dep.name}-config", Path(CONTAINER_CONFIG).name, config_text),
                  deployment(dep, replicas, startup_timeout_s), service(dep)]
-    if hpa_max:
-        documents.append(autoscaler(dep, replicas, hpa_max, queue_target))
     header = (f"# Kubernetes manifests generated by mopt export: recipe "
               f"{one_line(dep.labels['mopt.recipe'])} revision {dep.revision}.\n"
               f"# Apply: kubectl apply -f {MANIFEST_FILE}\n")
-    return {MANIFEST_FILE: dump(documents, header)}
+    if not hpa_max:
+        return {MANIFEST_FILE: dump(documents, header)}
+    documents.append(autoscaler(dep, replicas, hpa_max, queue_target))
+    header += (f"# The HorizontalPodAutoscaler reads {QUEUE_METRIC} from the custom metrics "
+               "API: it needs the Prometheus adapter with the rule in\n"
+               f"# {ADAPTER_FILE} (helm install prometheus-adapter "
+               f"prometheus-community/prometheus-adapter -f {ADAPTER_FILE})\n"
+               "# and a Prometheus that scrapes the pods (their prometheus.io/* "
+               "annotations). See docs/deploy.md.\n")
+    adapter = (f"# Prometheus adapter rule for the HPA of {dep.name} (mopt export): serves "
+               f"vLLM's {QUEUE_SERIES} per pod as {QUEUE_METRIC}.\n")
+    return {MANIFEST_FILE: dump(documents, header),
+            ADAPTER_FILE: adapter + yaml.safe_dump(adapter_values(), sort_keys=False)}
 
 
 def render_tune_job(dep: Deployment, workers: int, recipe_text: str, image: str

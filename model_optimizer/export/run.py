@@ -5,7 +5,8 @@ anything is written the files are checked for secrets (the values of the secret-
 variables in this process's environment and anything token-shaped): an export never
 carries one. The files are written atomically into ``--to``; an archive of kind ``export``
 under the runs dir keeps the recipe as given, ``export.json`` (formats, files with their
-SHA-256, port, pin problems overridden with ``--force``) and a copy of every file.
+SHA-256, port, the problems ``--force`` exported over: ``export/gates.py``) and a copy
+of every file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from model_optimizer.export.deployment import (
     Deployment,
     ExportError,
     build_deployment,
-    pin_problems,
 )
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.recipe import LoadedRecipe
@@ -123,8 +123,8 @@ def export_recipe(loaded: LoadedRecipe, folder: str | Path, runs_base: str | Pat
     """Write ``loaded``'s deployment into ``folder`` in ``options.formats`` and archive it."""
     check_options(options)
     target = Path(folder).resolve()
-    forced_over = pin_problems(loaded) if options.force else []
     dep = build_deployment(loaded, options.port, options.force, vllm_version())
+    forced_over = dep.forced_over
     files = render_files(dep, loaded, target, options)
     check_no_secrets(files, environment_secrets())
     target.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def _archive(loaded: LoadedRecipe, runs_base: str | Path, target: Path,
     record = {"created_at": utc_now(), "recipe_file": str(loaded.path or ""),
               "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
               "folder": str(target), "formats": list(options.formats), "files": digests,
-              "port": options.port, "forced_over_pins": forced_over,
+              "port": options.port, "forced_over": forced_over,
               "vllm_version": vllm_version()}
 
     def start(archive: RunArchive) -> None:

@@ -51,9 +51,10 @@ def secrets_file(dep: Deployment) -> str:
 
 
 def require_argv(python: str, dep: Deployment, names: list[str]) -> list[str]:
-    """A command that fails, naming them, while any of ``names`` is unset or empty."""
+    """A command that fails, naming them, while any of ``names`` is unset or empty (no
+    single quote in the code: one quoted word for systemd as for a shell)."""
     code = ("import os, sys; missing = [n for n in sys.argv[1:] if not os.environ.get(n)]; "
-            f"sys.exit('set ' + ', '.join(missing) + ' in {secrets_file(dep)}' "
+            f'sys.exit("set " + ", ".join(missing) + " in {secrets_file(dep)}" '
             "if missing else 0)")
     return [python, "-c", code, *names]
 

@@ -106,31 +106,44 @@ _ALIASES = {"A100-80G": "A100-80GB", "A100-40G": "A100-40GB", "H100-80GB": "H100
             "MI300": "MI300X"}
 
 
-def canonical_accelerator(name: str) -> str:
-    """The table's spelling of ``name`` (case-insensitive, a few aliases); PlanError with a
-    did-you-mean that stays in the same family when it is unknown."""
+def known_accelerator(name: object) -> str | None:
+    """The table's spelling of ``name``, or None: the one rule of accelerator names, used by
+    the recipe schema check, ``init`` and the planner alike (case-insensitive, surrounding
+    spaces ignored, a few aliases such as ``A100-80G``)."""
     upper = str(name).strip().upper()
     by_upper = {key.upper(): key for key in ACCELERATORS}
-    if upper in by_upper:
-        return by_upper[upper]
-    if upper in _ALIASES:
-        return _ALIASES[upper]
-    raise PlanError(f"unknown accelerator {name!r} (known: {', '.join(ACCELERATORS)})"
-                    f"{did_you_mean(upper)}")
+    return by_upper.get(upper) or _ALIASES.get(upper)
 
 
-def did_you_mean(upper: str) -> str:
-    """'; did you mean ...?': rows extending the typed name (``A100`` gives both A100 rows),
-    else rows of its family (same vendor letter), else the closest spelling."""
+def canonical_accelerator(name: str) -> str:
+    """The table's spelling of ``name`` (``known_accelerator``); PlanError with a
+    did-you-mean that stays in the same family when it is unknown."""
+    known = known_accelerator(name)
+    if known is None:
+        hint = did_you_mean(name)
+        raise PlanError(f"unknown accelerator {name!r} (known: {', '.join(ACCELERATORS)})"
+                        + (f"; {hint}" if hint else ""))
+    return known
+
+
+def did_you_mean(name: object) -> str | None:
+    """``did you mean ...?`` for an unknown accelerator name: rows extending the typed name
+    (``a100`` gives both A100 rows, never the closer-spelled H100), else the close spellings
+    of its family (same vendor letter: ``A11`` gives A10), else the whole family, else the
+    closest spelling; None when nothing is close."""
+    upper = str(name).strip().upper()
+    family = [key.upper() for key in ACCELERATORS if upper and key.upper()[:1] == upper[:1]]
+    close = difflib.get_close_matches(upper, family, n=3)
     for matches in (
-        [key for key in ACCELERATORS if key.upper().startswith(upper)],
-        [key for key in ACCELERATORS if key.upper()[:1] == upper[:1]],
+        [key for key in ACCELERATORS if upper and key.upper().startswith(upper)],
+        [key for key in family if key in close],  # in the table's order
+        family,
         difflib.get_close_matches(upper, [key.upper() for key in ACCELERATORS], n=1),
     ):
         if matches:
-            names = [canonical_accelerator(m) for m in matches]
-            return f"; did you mean {' or '.join(repr(n) for n in names)}?"
-    return ""
+            names = [known_accelerator(m) for m in matches]
+            return f"did you mean {' or '.join(repr(n) for n in names)}?"
+    return None
 
 
 def resolve_hardware(hardware: dict[str, Any]) -> Accelerator:

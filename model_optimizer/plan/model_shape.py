@@ -9,6 +9,7 @@ layout is :mod:`architecture`'s, the routing :mod:`moe`'s.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,41 @@ REQUIRED_CONFIG_FIELDS = (
     "vocab_size",
     "intermediate_size",
 )
+
+#: (lowest, highest) of every whole number the planner reads from a config.json (here, in
+#: architecture and moe, and transformers' meta-device count), far beyond any published
+#: model: a hostile ``num_hidden_layers: 1000000000`` would otherwise build a list (or a
+#: meta model) of a billion layers before anything is checked.
+CONFIG_LIMITS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, 4096), "hidden_size": (1, 1 << 18),
+    "intermediate_size": (1, 1 << 21), "moe_intermediate_size": (1, 1 << 21),
+    "shared_expert_intermediate_size": (0, 1 << 21), "num_attention_heads": (1, 1 << 14),
+    "num_key_value_heads": (1, 1 << 14), "head_dim": (1, 1 << 14),
+    "vocab_size": (1, 1 << 24), "max_position_embeddings": (1, 1 << 30),
+    "sliding_window": (0, 1 << 30), "sliding_window_pattern": (1, 4096),
+    "attn_layer_period": (1, 4096), "attn_layer_offset": (0, 4096),
+    "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16),
+    "num_local_experts": (0, 1 << 16), "num_experts": (0, 1 << 16),
+    "n_routed_experts": (0, 1 << 16), "moe_num_experts": (0, 1 << 16),
+    "num_experts_per_tok": (0, 1 << 16), "experts_per_token": (0, 1 << 16),
+    "moe_topk": (0, 1 << 16), "top_k_experts": (0, 1 << 16), "n_shared_experts": (0, 1 << 16),
+    "mamba_expand": (1, 1 << 10), "mamba_d_conv": (1, 1 << 10), "mamba_d_state": (1, 1 << 16),
+    "mamba_num_heads": (1, 1 << 16), "mamba_head_dim": (1, 1 << 16),
+    "ssm_state_size": (1, 1 << 16), "n_groups": (1, 1 << 16), "conv_kernel": (1, 1 << 10),
+}
+
+
+def check_sizes(config: dict, source: str) -> None:
+    """PlanError naming ``source`` and the field when a number in ``CONFIG_LIMITS`` is out
+    of its range (or not finite); fields the config leaves out or sets to null pass."""
+    for name, (low, high) in CONFIG_LIMITS.items():
+        value = config.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not (math.isfinite(value) and low <= value <= high):
+            shown = f"{value:.3g}" if isinstance(value, float) or abs(value) > 10**12 else value
+            raise PlanError(f"{source}: {name} is {shown}, outside {low}..{high:,}: no model "
+                            "has that; check the file (a damaged or hostile config.json)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +93,7 @@ class ModelShape:
         missing = [name for name in REQUIRED_CONFIG_FIELDS if config.get(name) is None]
         if missing:
             raise PlanError(f"{source}: missing field(s) {', '.join(missing)}")
+        check_sizes(config, source)
         sizes = {name: _positive_int(config, name, source) for name in REQUIRED_CONFIG_FIELDS}
         heads = sizes["num_attention_heads"]
         kv_heads = _optional_int(config, "num_key_value_heads", source) or heads

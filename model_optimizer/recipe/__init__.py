@@ -15,7 +15,7 @@ from model_optimizer.recipe.overrides import apply_overrides
 from model_optimizer.recipe.rules import check_rules, flag_warnings
 from model_optimizer.recipe.schema import CURRENT_VERSION, fill_defaults, recipe_schema
 from model_optimizer.recipe.spec import RecipeSpec
-from model_optimizer.recipe.validate import schema_diagnostics
+from model_optimizer.recipe.validate import canonical_names, schema_diagnostics
 from model_optimizer.recipe.yamlsource import SourceMap, parse_yaml, read_yaml_file
 
 __all__ = ["CURRENT_VERSION", "LoadedRecipe", "RecipeError", "RecipeSpec", "load_recipe",
@@ -74,6 +74,7 @@ def _check(doc: object, smap: SourceMap, overrides: list[str]) -> tuple[dict, di
                                       f"{type(doc).__name__}", "start from recipes/tiny-cpu.yaml")])
     doc, written_version = migrate(doc, smap)
     doc, problems = apply_overrides(doc, overrides, smap)
+    doc = canonical_names(doc)  # h100 -> H100: one rule of accelerator names
     problems.extend(schema_diagnostics(doc, smap))
     resolved = resolve(doc)
     reported = {p.path for p in problems}

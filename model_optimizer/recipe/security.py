@@ -10,6 +10,8 @@ Recipes are files people share, and mopt starts a server from them. So:
   prints that list next to the trust setting;
 - secrets are never written into a recipe (use ``${VAR}``), see ``model_optimizer.secrets``;
 - the server binds to an explicit address (an empty host would bind every interface);
+- ``model.path`` is a model folder, never a system folder (``/``, ``/etc``, ``/usr``, the
+  home folder, ...): an export bind-mounts it into a container;
 - no string holds a control character (a newline, a carriage return, an escape): recipe
   values end up in files other programs read line by line (a systemd unit, an env file, a
   YAML header) and on terminals, where a newline starts a new setting. Only
@@ -20,8 +22,10 @@ Recipes are files people share, and mopt starts a server from them. So:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from model_optimizer.errors import Diagnostic
+from model_optimizer.recipe.render import model_location
 from model_optimizer.recipe.yamlsource import SourceMap
 from model_optimizer.secrets import contains_secret, looks_like_token
 
@@ -131,7 +135,7 @@ def check_security(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     """Every refused setting of a resolved recipe."""
     out: list[Diagnostic] = []
     for rule in (_refused_flags, _code_rule, _secret_rule, _token_rule, _host_rule,
-                 _control_rule):
+                 _control_rule, _model_path_rule):
         try:
             out.extend(rule(recipe, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -219,6 +223,33 @@ def _control_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         "an exported systemd unit or env file)",
         "write it on one line without escapes such as \\n, \\r or \\t", prefer_key=is_key)
         for path, found, is_key in control_strings(recipe)]
+
+
+#: folders no model lives in by itself: the file system's root and its top-level system
+#: folders (Filesystem Hierarchy Standard), and the folder of home folders
+SYSTEM_FOLDERS = frozenset(Path(p) for p in (
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var", "/usr/bin",
+    "/usr/lib", "/usr/local", "/usr/sbin", "/usr/share", "/var/lib"))
+
+
+def system_folder(location: str | Path) -> bool:
+    """True when ``location`` (resolved) is a system folder or the user's home folder."""
+    path = Path(location)
+    return path in SYSTEM_FOLDERS or path == Path.home().resolve()
+
+
+def _model_path_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+    """``model.path`` may not name a system folder (module docstring)."""
+    source = Path(smap.file)
+    location = model_location(recipe, source.resolve().parent if source.is_file() else None)
+    if not Path(location).is_absolute() or not system_folder(location):
+        return []
+    return [smap.diagnostic(("model", "path"),
+                            f"model.path resolves to {location}, a system folder, not a model "
+                            "folder (an export would mount it into a container)",
+                            "point it at the folder holding the model's config.json and "
+                            "weights, e.g. ../models/tiny-llama")]
 
 
 def _env_name(name: object) -> str:

@@ -11,6 +11,7 @@ from functools import cache
 import jsonschema
 
 from model_optimizer.errors import Diagnostic
+from model_optimizer.plan import accelerators
 from model_optimizer.recipe.schema import recipe_schema
 from model_optimizer.recipe.yamlsource import SourceMap
 
@@ -19,6 +20,23 @@ _TYPE_WORDS = {
     "boolean": "true or false", "object": "a mapping (key: value lines)",
     "array": "a list", "null": "null",
 }
+
+
+#: where a recipe names its accelerator
+ACCELERATOR_PATH = ("hardware", "accelerator")
+
+
+def canonical_names(doc: object) -> object:
+    """``doc`` with ``hardware.accelerator`` in the table's spelling when it names a row in
+    another case or by an alias (``h100``, ``mi300x``, ``A100-80G``): the planner's one rule
+    of accelerator names (``plan.accelerators.known_accelerator``), so ``validate``,
+    ``init`` and ``plan`` accept the same names. Anything else is left for the schema."""
+    hardware = doc.get("hardware") if isinstance(doc, dict) else None
+    name = hardware.get("accelerator") if isinstance(hardware, dict) else None
+    known = accelerators.known_accelerator(name) if isinstance(name, str) else None
+    if known is None or known == name:
+        return doc
+    return {**doc, "hardware": {**hardware, "accelerator": known}}
 
 
 def did_you_mean(word: object, choices: list) -> str | None:
@@ -77,7 +95,8 @@ def _one_error(error: jsonschema.ValidationError, smap: SourceMap) -> list[Diagn
         message = f"expected {_expected_types(error.validator_value)}, got {_describe(value)}"
     elif kind == "enum":
         choices = error.validator_value
-        hint = did_you_mean(value, choices)
+        hint = (accelerators.did_you_mean(value) if path == ACCELERATOR_PATH
+                else did_you_mean(value, choices))
         listed = ", ".join(str(c) for c in choices)
         return [smap.diagnostic(path, f"{_describe(value)} is not one of: {listed}", hint)]
     elif kind == "const":

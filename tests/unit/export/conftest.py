@@ -28,9 +28,16 @@ def model_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def write_recipe(folder: Path, model: Path, *, pins: bool = False, accelerator: str = "cpu",
-                 extra_engine: str = "", name: str = "tiny.yaml") -> Path:
-    """A tiny-cpu-like recipe serving ``model`` (with its pins when ``pins``)."""
+#: what a sweep writes into the revision it validated (an export refuses a recipe without)
+VALIDATED = ('validated:\n  at: "2026-01-02T03:04:05Z"\n  run_id: 20260102T030405Z-tiny-export-'
+             'a1b2c3\n  by: sweep\n')
+
+
+def write_recipe(folder: Path, model: Path | str, *, pins: bool = False,
+                 accelerator: str = "cpu", extra_engine: str = "", name: str = "tiny.yaml",
+                 validated: str = VALIDATED, revision: str | None = None) -> Path:
+    """A tiny-cpu-like recipe serving ``model`` (with its pins when ``pins``), validated by a
+    sweep unless ``validated`` says otherwise ("" for a recipe never validated)."""
     pin_block = ""
     if pins:
         found = checkpoint_hash(model)
@@ -40,12 +47,15 @@ def write_recipe(folder: Path, model: Path, *, pins: bool = False, accelerator: 
                 else f"accelerator: {accelerator}\n  count: 2")
     env = '  env:\n    VLLM_CPU_KVCACHE_SPACE: "1"\n' if accelerator == "cpu" else ""
     kv = "" if accelerator == "cpu" else "  tensor_parallel_size: 2\n"
+    model_revision = f"  revision: {revision}\n" if revision else ""
     text = (f"recipe_version: 1\nname: tiny-export\nrevision: 3\nmodel:\n  path: {model}\n"
+            f"{model_revision}"
             f"  dtype: bfloat16\n  served_name: tiny-llama{pin_block}\n"
             f"engine:\n  block_size: 32\n  max_model_len: 512\n  max_num_seqs: 8\n"
             f"  enable_prefix_caching: false\n  enforce_eager: true\n{kv}{env}{extra_engine}"
             f"  startup_timeout_s: 300\nhardware:\n  {hardware}\n"
-            "workload:\n  prompt_tokens: 64\n  output_tokens: 32\n  num_requests: 10\n")
+            "workload:\n  prompt_tokens: 64\n  output_tokens: 32\n  num_requests: 10\n"
+            + validated)
     path = folder / name
     path.write_text(text)
     return path

@@ -54,7 +54,8 @@ def test_compose_runs_the_official_image_with_the_exported_config(tmp_path, mode
         "HF_TOKEN": "${HF_TOKEN:?set HF_TOKEN (the recipe reads it from the environment)}"}
     pins = loaded.resolved["model"]["pins"]["sha256"]
     assert vllm["labels"] == {"mopt.recipe": "tiny-export", "mopt.recipe-revision": "3",
-                              "mopt.checkpoint-sha256": pins}
+                              "mopt.checkpoint-sha256": pins,
+                              "mopt.validated-run-id": "20260102T030405Z-tiny-export-a1b2c3"}
 
 
 def test_compose_on_cpu_uses_the_cpu_image_and_no_gpu(tmp_path, model_dir):
@@ -76,7 +77,8 @@ def test_kubernetes_manifests_pass_the_schemas(tmp_path, model_dir, accelerator)
     version = kubernetes_validate.latest_version()
     documents = manifests(out) + manifests(out, "tune-job.yaml")
     assert [d["kind"] for d in documents] == ["ConfigMap", "Deployment", "Service",
-                                              "HorizontalPodAutoscaler", "ConfigMap", "Job"]
+                                              "HorizontalPodAutoscaler", "ConfigMap",
+                                              "PersistentVolumeClaim", "Job"]
     for document in documents:
         kubernetes_validate.validate(document, version, strict=True)
     broken = manifests(out)[1]
@@ -117,7 +119,7 @@ def out_memory(out):
 
 def test_the_tune_job_reads_the_database_url_from_a_secret(tmp_path, model_dir):
     loaded, out = export(tmp_path, model_dir, tune_workers=4)
-    recipe_map, job = manifests(out, "tune-job.yaml")
+    recipe_map, _, job = manifests(out, "tune-job.yaml")
     assert recipe_map["data"]["recipe.yaml"] == loaded.source_text
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == (

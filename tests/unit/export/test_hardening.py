@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def test_a_referenced_option_never_reaches_a_file_as_its_literal_value(tmp_path,
     assert container["args"][-2:] == ["--api-key", "$(VLLM_API_KEY)"]
     assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {
         "name": "mopt-tiny-export-env", "key": "VLLM_API_KEY"}}} in container["env"]
-    job = list(yaml.safe_load_all((out.folder / "tune-job.yaml").read_text()))[1]
+    job = list(yaml.safe_load_all((out.folder / "tune-job.yaml").read_text()))[-1]
     tune_env = job["spec"]["template"]["spec"]["containers"][0]["env"]
     assert "VLLM_API_KEY" in [e["name"] for e in tune_env]  # mopt tune expands it itself
     serve = json.loads((out.folder / "serve.json").read_text())
@@ -119,11 +120,65 @@ def test_the_systemd_unit_reads_the_key_from_its_secrets_file_and_checks_it(tmp_
     assert "EnvironmentFile=/etc/mopt/mopt-tiny-export.secrets.env" in unit  # required
     exec_start = next(line for line in unit if line.startswith("ExecStart="))
     assert exec_start.endswith(" --api-key ${VLLM_API_KEY}")
-    check = shlex.split(next(line for line in unit if line.startswith("ExecStartPre="))
-                        .removeprefix("ExecStartPre="))
+    pre = next(line for line in unit if line.startswith("ExecStartPre="))
+    check = shlex.split(pre.removeprefix("ExecStartPre="))
+    assert len(check) == 4 and "'\"'\"'" not in pre  # python -c CODE NAME: plain quoting
     for environ, code in (({}, 1), ({"VLLM_API_KEY": ""}, 1), ({"VLLM_API_KEY": "k"}, 0)):
         ran = subprocess.run(check, env=environ, capture_output=True, text=True, timeout=30,
                              check=False)
         assert ran.returncode == code, ran.stderr
     assert "set VLLM_API_KEY in /etc/mopt/mopt-tiny-export.secrets.env" in subprocess.run(
         check, env={}, capture_output=True, text=True, timeout=30, check=False).stderr
+
+
+def compose_expand(text: str, environ: dict[str, str]) -> str:
+    """Compose's interpolation, as far as these files use it: ``$$``, ``${VAR}``,
+    ``${VAR:?message}`` and ``$VAR``."""
+    def one(match: re.Match) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1) or match.group(2)
+        return environ.get(name, "")
+    return re.sub(r"\$\$|\$\{([A-Za-z_]\w*)(?::\?[^}]*)?\}|\$([A-Za-z_]\w*)", one, text)
+
+
+def kubernetes_expand(text: str, environ: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in command, args and env values: ``$$`` is ``$``."""
+    def one(match: re.Match) -> str:
+        return "$" if match.group(0) == "$$" else environ.get(match.group(1), match.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_]\w*)\)", one, text)
+
+
+DOLLARS = "a$b$(HOME)${HOME}$HOME"
+
+
+def test_compose_and_kubernetes_take_a_dollar_literally(tmp_path, model_dir):
+    folder = model_dir.rename(model_dir.with_name("tiny$HOME"))
+    loaded = load_recipe(write_recipe(tmp_path, folder, accelerator="H100",
+                                      extra_engine=f"  env:\n    MY_SETTING: '{DOLLARS}'\n"))
+    out = export_recipe(loaded, tmp_path / "out", tmp_path / "runs",
+                        ExportOptions(("compose", "kubernetes"), tune_workers=2))
+    environ = {"HOME": "/home/me", "b": "B"}
+    service = yaml.safe_load((out.folder / "compose.yaml").read_text())["services"]["vllm"]
+    assert compose_expand(service["environment"]["MY_SETTING"], environ) == DOLLARS
+    sources = [compose_expand(v["source"], environ) for v in service["volumes"]]
+    assert str(folder) in sources and str(folder).endswith("tiny$HOME")
+    assert compose_expand(service["command"][3], environ) == "/models/tiny$HOME"
+    documents = list(yaml.safe_load_all((out.folder / "kubernetes.yaml").read_text()))
+    container = documents[1]["spec"]["template"]["spec"]["containers"][0]
+    value = next(e["value"] for e in container["env"] if e["name"] == "MY_SETTING")
+    assert kubernetes_expand(value, environ) == DOLLARS
+    assert kubernetes_expand(container["args"][3], environ) == "/models/tiny$HOME"
+    job = list(yaml.safe_load_all((out.folder / "tune-job.yaml").read_text()))[-1]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    at = args.index("--set")
+    assert [kubernetes_expand(a, environ) for a in args[at:at + 2]] == [
+        "--set", "model.path=/models/tiny$HOME"]
+
+
+@pytest.mark.parametrize("folder", ["/", "/etc", "~"])
+def test_a_system_folder_is_never_mounted(tmp_path, model_dir, folder):
+    loaded = bypassed(load_recipe(write_recipe(tmp_path, model_dir)), "model", "path", folder)
+    with pytest.raises(ExportError, match="a system folder; an export never mounts one"):
+        export_recipe(loaded, tmp_path / "out", tmp_path / "runs", ExportOptions(("compose",)))
+    assert not (tmp_path / "out").exists()

@@ -75,7 +75,7 @@ def test_drifted_pins_are_refused_unless_forced(tmp_path, model_dir):
     out = export_recipe(loaded, tmp_path / "out", tmp_path / "runs",
                         ExportOptions(("vllm",), force=True))
     record = json.loads((out.archive / "export.json").read_text())
-    assert "model.safetensors changed" in record["forced_over_pins"][0]
+    assert "model.safetensors changed" in record["forced_over"][0]
 
 
 def test_an_export_is_archived_with_every_file(tmp_path, model_dir):

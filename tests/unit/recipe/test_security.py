@@ -218,3 +218,24 @@ def test_the_run_it_without_mopt_line_runs_nothing_when_pasted(tmp_path):
     seen = pasted(line[:line.index(sys.executable)], tmp_path)
     assert seen["MY_SETTING"] == "${HOME}$(touch PWNED)}" and seen["HF_TOKEN"] == "t0ken"
     assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("written", ["/", "/etc", "/usr/", "~", "/home", "../../../../../../../.."])
+def test_a_system_folder_is_no_model_folder(tmp_path, written):
+    path = tmp_path / "deep" / "r.yaml"
+    path.parent.mkdir()
+    path.write_text(VALID.replace("path: some/model", f"path: '{written}'"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    [diag] = info.value.diagnostics
+    assert diag.path == "model.path" and "a system folder" in diag.message
+    assert (diag.file, diag.line) == (str(path), 4)
+    assert "config.json" in diag.hint
+
+
+def test_a_model_folder_and_a_hub_id_are_fine(tmp_path):
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    for written in ("models/tiny", "org/some-model", str(tmp_path / "models" / "tiny")):
+        path = tmp_path / "r.yaml"
+        path.write_text(VALID.replace("path: some/model", f"path: {written}"))
+        assert load_recipe(path).resolved["model"]["path"] == written
