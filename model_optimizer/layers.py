@@ -12,8 +12,10 @@ placed here, or the layer test fails.
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundations: error types, atomic files, bounded HTTP calls, secrets, signal handling,
-    # request-class mixes and length distributions, progress events; no mopt imports
-    ("", "errors", "events", "fsutil", "httpcall", "layers", "secrets", "signals", "mix"),
+    # request-class mixes and length distributions, progress events, text safe to show;
+    # no mopt imports
+    ("", "errors", "events", "fsutil", "httpcall", "layers", "secrets", "signals", "mix",
+     "shown"),
     # stages that know nothing of recipes: planner arithmetic and accelerator facts, the
     # load generator, telemetry probes, the tiny model builder and checkpoint pins
     ("plan", "load", "telemetry", "models"),

@@ -54,7 +54,7 @@ from model_optimizer.events import (
     quiet,
 )
 from model_optimizer.fsutil import disk_full
-from model_optimizer.load import prompts_needed
+from model_optimizer.load import parse_request_rate, prompts_needed
 from model_optimizer.load.figures import Figures
 from model_optimizer.load.workload import prepare_items
 from model_optimizer.reaper import reap_abandoned
@@ -124,16 +124,21 @@ class RunOutcome:
 
 
 def tied_concurrency(recipe: Recipe) -> bool:
-    """True when ``workload.concurrency`` is unset: max_num_seqs in flight (effective_workload)."""
-    return RecipeSpec.of(recipe).workload.concurrency is None
+    """True when ``workload.concurrency`` is unset in a closed loop: max_num_seqs in flight
+    (effective_workload)."""
+    workload = RecipeSpec.of(recipe).workload
+    return workload.concurrency is None and parse_request_rate(workload.request_rate) is None
 
 
 def effective_workload(recipe: Recipe, override: dict | None = None) -> dict:
     """The workload as run (the load's input; run.json): overrides applied, a null concurrency
-    tied to max_num_seqs (the one place that rule is applied; searches and fakes call it)."""
+    of a closed loop tied to max_num_seqs (the one place that rule is applied; searches and
+    fakes call it). An open loop (a numeric request_rate) with a null concurrency stays
+    uncapped: every arrival is sent when it is due, as ``vllm bench serve`` does."""
     spec = RecipeSpec.of(recipe)
     workload = {**spec.workload.to_dict(), **(override or {})}
-    if workload["concurrency"] is None:
+    closed = parse_request_rate(workload.get("request_rate", "inf")) is None
+    if workload["concurrency"] is None and closed:
         workload["concurrency"] = spec.engine.max_num_seqs or 1
     return workload
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from model_optimizer.shown import printable
+
 _LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
+
+
+def fenced(lines: list[str]) -> list[str]:
+    """``lines`` in a Markdown code fence longer than any run of backticks in them, so no
+    line (a server's error text) can close it early."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *lines, fence]
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -119,7 +130,8 @@ def workload_text(workload: dict) -> str:
     else:
         shape = f"{workload['prompt_tokens']} prompt / {workload['output_tokens']} output tokens"
     eos = "" if workload.get("ignore_eos", True) else " (no ignore_eos: output lengths vary)"
-    return (f"{shape}{eos}, concurrency {workload.get('concurrency')}, rate "
+    concurrency = workload.get("concurrency")
+    return (f"{shape}{eos}, concurrency {'uncapped' if concurrency is None else concurrency}, rate "
             f"{workload['request_rate']}, {_window_words(workload)} "
             f"(+{workload['warmup_requests']} warm-up requests)")
 
@@ -136,7 +148,8 @@ def render_run_report(run_id: str, recipe: dict, outcome: Any) -> str:
     lines.append(f"- workload: {workload_text(workload)}")
     if outcome.failure is not None:
         lines += ["", "## Failure", "", f"**{outcome.failure.kind}**: {outcome.failure.hint}",
-                  "", "```", *outcome.failure.evidence, "```"]
+                  "", *fenced([printable(line, lines=False)
+                               for line in outcome.failure.evidence])]
     if metrics.get("requests"):
         lines += ["", "## Figures", "",
                   f"- requests: {metrics['completed']} completed, {metrics['failed']} failed "

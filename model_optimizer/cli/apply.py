@@ -40,6 +40,7 @@ from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.fleet import is_fleet_file
 from model_optimizer.history.drift import check_drift
 from model_optimizer.runner import RunOutcome, run_recipe
+from model_optimizer.shown import printable
 from model_optimizer.signals import terminate_as_interrupt
 
 
@@ -75,8 +76,9 @@ def print_outcome(outcome: RunOutcome) -> None:
     if outcome.failure is not None:
         err_console.print(f"[bold red]{escape(outcome.status)}[/]: {escape(outcome.failure.hint)}",
                           highlight=False)
-        for line in outcome.failure.evidence[:6]:
-            err_console.print(f"  log: {line}", highlight=False, markup=False)
+        for line in outcome.failure.evidence[:6]:  # a server's or a log's text
+            err_console.print(f"  log: {printable(line, lines=False)}", highlight=False,
+                              markup=False)
     if metrics.get("requests"):
         console.print(summary_table(outcome))
         if (per_class := class_summary_table(metrics)) is not None:

@@ -21,6 +21,7 @@ from model_optimizer.cli.common import (
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.endpoint import endpoint_model
 from model_optimizer.cli.progress import RunProgress
+from model_optimizer.load import parse_request_rate
 from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
 from model_optimizer.runner import bench_endpoint
 from model_optimizer.signals import terminate_as_interrupt
@@ -114,6 +115,7 @@ def bench(
     loaded = _load(recipe, flags, overrides)
     model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
                                                recipe_given=recipe is not None)
+    _say_open_loop(loaded.resolved["workload"])
     terminate_as_interrupt()
     with RunProgress(err_console,  # progress on stderr: stdout holds the figures (--json)
                      total=loaded.resolved["workload"].get("num_requests")) as progress:
@@ -124,6 +126,14 @@ def bench(
     else:
         print_outcome(outcome)
     raise typer.Exit(outcome.exit_code)
+
+
+def _say_open_loop(workload: dict) -> None:
+    """An open loop without a concurrency runs uncapped (runner.effective_workload): say so."""
+    rate = parse_request_rate(workload.get("request_rate", "inf"))
+    if rate is not None and workload.get("concurrency") is None:
+        err_console.print(f"open loop: {rate:g} requests/s arriving, no cap on requests in "
+                          "flight (--concurrency N sets one)", highlight=False, markup=False)
 
 
 def _load(recipe: Path | None, flags: WorkloadFlags, overrides: list[str] | None

@@ -24,6 +24,7 @@ from model_optimizer.errors import (
     RecipeWarning,
     UsageError,
 )
+from model_optimizer.shown import printable
 from model_optimizer.signals import ignore_interrupts
 
 #: the width of output into a pipe or file (no terminal, no $COLUMNS): tables get room and
@@ -103,7 +104,8 @@ def report_error(exc: MoptError, as_json: bool = False) -> None:
     if as_json:
         print_json({"ok": False, "error": str(exc)})
         return
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", highlight=False,
+                      soft_wrap=True)
 
 
 def handle_errors(func: Callable) -> Callable:

@@ -16,6 +16,15 @@ from model_optimizer.recipe.render import model_location
 from model_optimizer.secrets import redact_text, redact_url
 
 MODELS_DEADLINE_S = 5.0  # total, for the /v1/models answer (a listing, no model work)
+NAMES_SHOWN, NAME_CHARS = 5, 80  # of a listing in a message: a server may list 30,000
+
+
+def listed(names: list[str]) -> str:
+    """The first ``NAMES_SHOWN`` names (each cut at ``NAME_CHARS``) and how many more."""
+    shown = [name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "..."
+             for name in names[:NAMES_SHOWN]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more else "")
 
 
 def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
@@ -52,7 +61,7 @@ def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
     names = served_models(url, headers)
     model_name = model or (names[0] if len(names) == 1 else None)
     if model_name is None:
-        raise UsageError(f"{url} serves {len(names)} models ({', '.join(names)}); "
+        raise UsageError(f"{redact_url(url)} serves {len(names):,} models ({listed(names)}); "
                          "choose one with --model")
     if tokenizer is not None:
         return model_name, str(tokenizer)

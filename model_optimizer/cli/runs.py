@@ -22,6 +22,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.history import archives
 from model_optimizer.history.current import moment_of
 from model_optimizer.history.verifications import describe_environment
+from model_optimizer.shown import printable
 from model_optimizer.telemetry import hardware_label
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -126,8 +127,9 @@ def runs(
                                                   (recipe or status or since) else ""),
                       highlight=False, markup=False)
         return
-    for line in table_lines(rows):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for line in table_lines(rows):  # an archive's fields may be forged: no terminal control
+        console.print(printable(line, lines=False), highlight=False, markup=False,
+                      soft_wrap=True)
 
 
 def _show_lines(view: archives.ArchiveView) -> list[str]:
@@ -179,5 +181,5 @@ def show(
                     "recipe": view.text(GIVEN_RECIPE),
                     "report": view.text(REPORT_FILE)})
         return
-    console.print("\n".join(_show_lines(view)), highlight=False, markup=False,
-                  soft_wrap=True)
+    console.print(printable("\n".join(_show_lines(view))), highlight=False, markup=False,
+                  soft_wrap=True)  # a server's error in the report, or a forged archive

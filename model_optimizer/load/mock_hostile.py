@@ -20,7 +20,12 @@ memory, classified, with nothing false counted as success (docs/security.md):
   wire), then a normal stream;
 - ``stall_mid_chunk``: one chunk, then the start of a chunked-encoding chunk that never
   comes whole: the connection stays open and silent;
-- ``retry_after``: HTTP 429 with ``Retry-After: 3600``, every time.
+- ``retry_after``: HTTP 429 with ``Retry-After: 3600``, every time;
+- ``escape_error``: HTTP 400 whose message carries terminal escape sequences and a
+  Markdown code fence (``ESCAPE_MESSAGE``);
+- ``tokenize_mismatch``: ``/tokenize`` and ``/detokenize`` answer after 10 ms, and never
+  consistently (every id up to 4096 decodes to ``x``, every text encodes to one id);
+- ``many_models``: ``/v1/models`` lists 30,000 models (about 3 MB).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from aiohttp import web
 
 GENERATION = ("/v1/completions", "/v1/chat/completions")
 HUGE_ERROR_BYTES = 300 << 20
+ESCAPE_MESSAGE = ("\x1b]0;pwned\x07\x1b[2J\x1b[31mred\u202eevil\r```\n# Injected heading\n"
+                  "```")
 FLOOD_CHUNKS = 400_000
 NEWLINE_BOMB_BYTES = 2 << 30
 DRIBBLE_S = 0.3  # shorter than any per-read timeout mopt ever used: only a total one ends it
@@ -79,6 +86,25 @@ async def _huge_error(request: web.Request) -> web.StreamResponse:
 async def _retry_after(request: web.Request) -> web.StreamResponse:
     body = {"error": {"message": "rate limit exceeded", "code": 429}}
     return web.json_response(body, status=429, headers={"Retry-After": "3600"})
+
+
+async def _escape_error(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"error": {"message": ESCAPE_MESSAGE, "code": 400}}, status=400)
+
+
+async def _tokenize_mismatch(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    await asyncio.sleep(0.01)
+    if request.path == "/tokenize":
+        return web.json_response({"count": 1, "max_model_len": 4096, "tokens": [7]})
+    if any(not isinstance(t, int) or t >= 4096 for t in body.get("tokens") or [0]):
+        return web.json_response({"error": {"message": "out of vocabulary"}}, status=400)
+    return web.json_response({"prompt": "x"})
+
+
+async def _many_models(request: web.Request) -> web.StreamResponse:
+    data = [{"id": f"model-{i:05d}-" + "x" * 80, "object": "model"} for i in range(30_000)]
+    return web.json_response({"object": "list", "data": data})
 
 
 async def _echo_key(request: web.Request) -> web.StreamResponse:
@@ -190,6 +216,9 @@ FAULTS: dict[str, tuple[tuple[str, ...], _Handler]] = {
     "gzip_newlines": (GENERATION, _gzip_newlines),
     "stall_mid_chunk": (GENERATION, _stall_mid_chunk),
     "retry_after": (GENERATION, _retry_after),
+    "escape_error": (GENERATION, _escape_error),
+    "tokenize_mismatch": (("/tokenize", "/detokenize"), _tokenize_mismatch),
+    "many_models": (("/v1/models",), _many_models),
 }
 
 

@@ -14,7 +14,10 @@ server does by asking it: vLLM's OpenAI server (0.32) answers
 template) and ``prefetch`` (many ids decoded and re-encoded concurrently). Answers are cached
 (bounded), every call has a total deadline and a bounded read (``model_optimizer.httpcall``),
 and the API key header goes with every call (vLLM does not guard these paths; a stricter
-server may). Error messages never repeat the key (a server may echo it).
+server may). Error messages never repeat the key (a server may echo it). All calls together
+are bounded too: at most ``MAX_CALLS`` calls and ``BUDGET_S`` seconds spent waiting on the
+server, then a ``TokenizeBudgetSpent`` error naming ``--tokenizer`` (a slow or inconsistent endpoint
+cannot keep a bench preparing prompts; a healthy one answers in milliseconds).
 
 What the endpoints cannot say is guessed, and only steers which ids random prompts are drawn
 from (the lengths stay the server's own): the vocabulary size is found by a search over
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,6 +42,8 @@ from model_optimizer.load.workload import header_secrets
 from model_optimizer.secrets import redact_text, redact_url
 
 TIMEOUT_S = 5.0  # total, per call; prompts are built before the load, on an idle server
+BUDGET_S = 120.0  # seconds of waiting on the server, all calls together
+MAX_CALLS = 50_000  # calls in all (a 5-request bench makes about 1,000; a prompt about 5)
 MAX_ANSWER_BYTES = 16 << 20
 WORKERS = 8
 CACHE_SIZE = 8192
@@ -59,6 +66,8 @@ class ServerTokenizer:
         self._encode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._encode_remote)
         self._decode_cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._decode_remote)
         self._vocab_size: int | None = None
+        self._budget_lock = threading.Lock()
+        self.calls, self.waited_s = 0, 0.0
         self.chat_template = "rendered by the server"  # PromptSource checks it exists
         sample = tuple(self._encode_cached("hello world", False))  # fails early: no endpoint
         with_specials = self._encode_cached("hello world", True)
@@ -122,12 +131,18 @@ class ServerTokenizer:
             body = {"model": self.model, **body}
         url = httpcall.join_url(self.base_url, path)
         shown = redact_url(url)
+        deadline_s = self._spend(shown)
+        started = time.monotonic()
         try:
             reply = httpcall.call("POST", url, json_body=body, headers=self._headers,
-                                  deadline_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES)
+                                  deadline_s=deadline_s, max_bytes=MAX_ANSWER_BYTES)
         except httpcall.HTTPCallError as exc:
+            self._waited(started)
+            if deadline_s < self.timeout_s:  # cut short by what was left of the budget
+                raise self._spent(shown) from None
             raise UsageError(f"{shown} did not answer ({exc}); check --url, or pass "
                              "--tokenizer DIR to count tokens locally") from None
+        self._waited(started)
         if reply.status in _NO_ENDPOINT and not _error_message(reply):
             raise UsageError(f"{shown} is not there (HTTP {reply.status}): this server "
                              "has no tokenize endpoint, so mopt cannot count tokens the way it "
@@ -145,6 +160,27 @@ class ServerTokenizer:
             excerpt = redact_text(reply.text[:300], self._known)
             raise TokenizeError(f"{shown} could not tokenize {what}: HTTP "
                                 f"{reply.status} {excerpt!r} ({exc})") from None
+
+    def _spend(self, shown: str) -> float:
+        """Count one call against the budget; its deadline (what is left, at most
+        ``timeout_s``), or TokenizeBudgetSpent once the budget is spent."""
+        with self._budget_lock:
+            self.calls += 1
+            calls, left = self.calls, BUDGET_S - self.waited_s
+        if calls > MAX_CALLS or left <= 0:
+            raise self._spent(shown)
+        return min(self.timeout_s, left)
+
+    def _waited(self, started: float) -> None:
+        with self._budget_lock:
+            self.waited_s += time.monotonic() - started
+
+    def _spent(self, shown: str) -> TokenizeBudgetSpent:
+        return TokenizeBudgetSpent(
+            f"counting tokens through {shown} took {min(self.calls, MAX_CALLS)} calls and "
+            f"{self.waited_s:.1f} s of waiting, over the bound ({MAX_CALLS} calls, "
+            f"{BUDGET_S:g} s): the server's tokenizer is too slow or answers inconsistently; "
+            "pass --tokenizer DIR to count tokens locally")
 
     def _decodes(self, token_id: int) -> bool:
         try:
@@ -175,3 +211,7 @@ def _error_message(reply: httpcall.Reply) -> str | None:
 
 class TokenizeError(UsageError):
     """The server's tokenize endpoint answered, but not with tokens."""
+
+
+class TokenizeBudgetSpent(UsageError):
+    """The calls to the server's tokenizer, all together, ran over their bound."""

@@ -33,6 +33,7 @@ import aiohttp
 from model_optimizer.httpcall import join_url
 from model_optimizer.load.workload import WorkItem
 from model_optimizer.secrets import redact_text
+from model_optimizer.shown import printable
 
 MAX_SSE_LINE_BYTES = 1 << 20  # an SSE line longer than this is a broken stream
 MAX_SSE_EVENT_BYTES = 4 << 20  # so is an event (its data lines together) longer than this
@@ -325,9 +326,10 @@ def _count(value: object) -> bool:
 def fill_timings(record: RequestRecord, state: StreamState,
                  known: Sequence[str] = ()) -> None:
     """Copy chunk timings and plausible usage into the record (partial ones too, for
-    failures); scrub its error of ``known`` secrets (the credentials sent) and tokens."""
-    if record.error:
-        record.error = redact_text(record.error, list(known))
+    failures); scrub its error of ``known`` secrets (the credentials sent) and tokens, and of
+    control characters."""
+    if record.error:  # one line, no terminal control from the server (model_optimizer.shown)
+        record.error = printable(redact_text(record.error, list(known)), lines=False)
     offsets = state.chunk_offsets_s
     record.chunk_offsets_s = offsets
     record.content_reads = state.content_reads

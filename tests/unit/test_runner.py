@@ -14,8 +14,11 @@ import pytest
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
 from model_optimizer.events import LoadProgress, Ready
+from model_optimizer.load.client import run_load
+from model_optimizer.load.mock_server import MockServer
 from model_optimizer.recipe import load_recipe_text
-from model_optimizer.runner import effective_workload, run_recipe
+from model_optimizer.runner import effective_workload, run_recipe, tied_concurrency
+from tests.unit.fast_clock import run_fast_forwarded
 from tests.unit.mock_engine import alive, children_pids, mock_recipe
 from tests.unit.recipe.conftest import VALID
 
@@ -129,6 +132,28 @@ def test_workload_override_and_tied_concurrency():
     assert effective_workload(recipe, {"concurrency": 2})["concurrency"] == 2
     unset = load_recipe_text(VALID, overrides=["engine.max_num_seqs=null"]).resolved
     assert effective_workload(unset)["concurrency"] == 1
+
+
+def test_an_open_loop_without_a_concurrency_is_not_capped_at_one_in_flight():
+    """Issue 37: `bench --request-rate 20` without --concurrency ran one request in flight
+    (5.2 req/s measured); an open loop with a null concurrency is uncapped."""
+    recipe = load_recipe_text(VALID, overrides=["engine.max_num_seqs=null",
+                                                "workload.request_rate=20",
+                                                "workload.num_requests=40",
+                                                "workload.warmup_requests=0",
+                                                "workload.output_tokens=4"]).spec
+    workload = effective_workload(recipe)
+    assert workload["concurrency"] is None and not tied_concurrency(recipe)
+    assert effective_workload(recipe, {"request_rate": "inf"})["concurrency"] == 1
+
+    async def main():
+        async with MockServer(ttft_s=0.25).in_this_loop() as server:
+            return await run_load(server.url, "mock-model", workload, ["a b c"])
+
+    result = run_fast_forwarded(main)
+    qps = len(result.records) / result.window_s
+    assert all(r.ok for r in result.records)
+    assert 12 < qps < 30  # capped at one in flight it is below 4 (0.25 s a request)
 
 
 def test_while_serving_runs_against_the_live_server_before_it_stops(tmp_path, tiny_model_dir):

@@ -10,8 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from model_optimizer import window
+from model_optimizer.archive.report import fenced
+from model_optimizer.cli.endpoint import listed
 from model_optimizer.cli.main import app
 from model_optimizer.load.mock_server import MockServer
+from model_optimizer.shown import printable
 
 KEY = "plainkey-42"  # not token-shaped: only knowing what mopt sent can hide it
 
@@ -85,3 +88,53 @@ def test_any_exception_in_a_bench_is_a_classified_failure_not_interrupted(tmp_pa
     assert status(tmp_path / "runs")["status"] == "failed:internal_error"
     failure = json.loads((archive_of(tmp_path / "runs") / "failure.json").read_text())
     assert failure["class"] == "internal_error" and "OverflowError" in failure["hint"]
+
+
+# ----- issue 37: what a server's text may do on a terminal and in a report -----------------
+
+
+def test_a_server_error_can_neither_drive_the_terminal_nor_break_the_report(tmp_path):
+    with MockServer(hostile="escape_error") as server:
+        result = bench(server.url, tmp_path / "runs")
+    assert result.exit_code == 5, result.output
+    archive = archive_of(tmp_path / "runs")
+    shown = CliRunner().invoke(app, ["runs", "show", archive.name,
+                                     "--runs-dir", str(tmp_path / "runs")])
+    assert shown.exit_code == 0, shown.output
+    for text in (result.output, result.stderr, shown.output):
+        assert not set(text) & {"\x1b", "\x07", "\r", "\u202e"}
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in result.stderr + shown.output  # shown, harmless
+    lines = (archive / "report.md").read_text().splitlines()
+    opened = lines.index("## Failure") + 4
+    fence = lines[opened]
+    assert set(fence) == {"`"} and len(fence) > 3
+    inside = lines[opened + 1:lines.index(fence, opened + 1)]
+    assert any("```" in line for line in inside)  # the server's fence, inside ours
+    assert not any(line.startswith(("#", fence)) for line in inside)
+
+
+def test_fenced_takes_a_fence_longer_than_any_backtick_run():
+    assert fenced(["a"]) == ["```", "a", "```"]
+    assert fenced(["x ````` y", "``"]) == ["``````", "x ````` y", "``", "``````"]
+
+
+def test_printable_escapes_every_control_character_but_tabs_and_newlines():
+    assert printable("a\x1b[2Jb\x07\x9b\u202e\td\r\ne") == "a\\x1b[2Jb\\x07\\x9b\\u202e\td\\r\ne"
+    assert printable("one\ntwo", lines=False) == "one\\ntwo"
+    assert printable("plain text, ünïcode ✓") == "plain text, ünïcode ✓"
+
+
+def test_a_server_listing_30000_models_gets_a_short_error(tmp_path):
+    with MockServer(hostile="many_models") as server:
+        result = bench(server.url, tmp_path / "runs")
+    assert result.exit_code == 2
+    message = result.output + result.stderr
+    assert "serves 30,000 models (model-00000-" in message
+    assert "and 29,995 more); choose one with --model" in message
+    assert len(message) < 2000  # the listing is 3 MB
+
+
+def test_listed_shows_a_few_names_each_cut():
+    assert listed(["a", "b"]) == "a, b"
+    assert listed([f"m{i}" for i in range(7)]) == "m0, m1, m2, m3, m4 and 2 more"
+    assert listed(["x" * 500]) == "x" * 80 + "..."

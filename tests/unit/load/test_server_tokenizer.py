@@ -9,10 +9,15 @@ import time
 import pytest
 
 from model_optimizer.errors import UsageError
+from model_optimizer.load import server_tokenizer
 from model_optimizer.load.mock_answer import count_prompt_tokens
 from model_optimizer.load.mock_server import MockServer
 from model_optimizer.load.prompts import PromptSource, register_tokenizer
-from model_optimizer.load.server_tokenizer import ServerTokenizer, TokenizeError
+from model_optimizer.load.server_tokenizer import (
+    ServerTokenizer,
+    TokenizeBudgetSpent,
+    TokenizeError,
+)
 from model_optimizer.load.workload import work_items
 
 
@@ -120,3 +125,35 @@ def test_a_server_that_never_answers_is_bounded():
     finally:
         listener.close()
     assert time.monotonic() - started < 5
+
+
+# ----- issue 37: all the calls together are bounded ----------------------------------------
+
+
+@pytest.mark.parametrize(("bound", "value", "shown"), [("MAX_CALLS", 300, "300 calls"),
+                                                       ("BUDGET_S", 0.4, "0.4 s")])
+def test_an_inconsistent_tokenizer_ends_at_the_bound_with_a_clear_error(monkeypatch, bound,
+                                                                         value, shown):
+    monkeypatch.setattr(server_tokenizer, bound, value)
+    with MockServer(hostile="tokenize_mismatch") as server:
+        started = time.monotonic()
+        with pytest.raises(TokenizeBudgetSpent, match="pass --tokenizer DIR") as caught:
+            source_on(server, prompt_tokens=8)
+        calls = server.counters.tokenize_calls
+    assert f"over the bound ({server_tokenizer.MAX_CALLS} calls, " in str(caught.value)
+    assert shown in str(caught.value)
+    assert time.monotonic() - started < 5
+    assert calls <= server_tokenizer.MAX_CALLS + 1  # a fault answers 4096 ids: 8,000 calls
+
+
+def test_a_call_never_waits_past_what_is_left_of_the_budget(monkeypatch):
+    monkeypatch.setattr(server_tokenizer, "BUDGET_S", 1.0)
+    with MockServer() as server:
+        tokenizer = ServerTokenizer(server.url, timeout_s=5.0)
+        tokenizer.waited_s = 0.75
+        seen = []
+        real_call = server_tokenizer.httpcall.call
+        monkeypatch.setattr(server_tokenizer.httpcall, "call", lambda *a, **k: seen.append(
+            k["deadline_s"]) or real_call(*a, **k))
+        tokenizer.decode([5])
+    assert seen and seen[0] <= 0.25
