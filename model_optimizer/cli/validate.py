@@ -73,7 +73,7 @@ def validate(
             if result["ok"]:
                 console.print(f"[green]ok[/]  {escape(result['file'])}  "
                               f"({result['name']}, revision {result['revision']})",
-                              highlight=False)
+                              highlight=False, soft_wrap=True)
             else:
                 err_console.print(f"[bold red]invalid[/]  {escape(result['file'])}",
                                   highlight=False)

@@ -151,7 +151,7 @@ def test_load_lists_every_missing_field(tmp_path):
     ("patch", "fragment"),
     [
         ({"hidden_size": "4096"}, "hidden_size must be a positive integer"),
-        ({"num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
+        ({"num_hidden_layers": 0}, "num_hidden_layers is 0, outside 1.."),
         ({"vocab_size": True}, "vocab_size must be a positive integer"),
         ({"hidden_size": 4100}, "not a multiple of num_attention_heads"),
     ],
