@@ -421,7 +421,13 @@ class _LoadRun:
         return LoadResult(records=self.records, warmup_records=self.warmup_records,
                           window_start=start, window_end=end, window_s=window_s,
                           stopped_reason=self.stop_reason, closed_at=closed, client_lag=lag,
-                          warmup=self.warmup.summary() if self.warmup is not None else None)
+                          warmup=self._warmup_summary())
+
+    def _warmup_summary(self) -> dict[str, Any] | None:
+        if self.warmup is None:
+            return None
+        end = self.warmup.decided_at if self.warmup.decided_at is not None else self.clock.perf()
+        return self.warmup.summary(self.lag.worst_between(self.warmup.start, end))
 
 
 async def run_load(

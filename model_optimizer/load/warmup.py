@@ -61,10 +61,13 @@ class SteadyWarmup:
             return True
         return False
 
-    def summary(self) -> dict[str, Any]:
-        """What the figures record of the warm-up."""
+    def summary(self, loop_lag_s: float | None = None) -> dict[str, Any]:
+        """What the figures record of the warm-up. ``loop_lag_s``: the client loop's worst
+        lag while it ran; the verdict is reached on a poll, so a warm-up out of time ends
+        late by up to that lag (a busy machine), and the figures say so."""
         end = self.decided_at if self.decided_at is not None else self.start
         return {"verdict": self.verdict, "seconds": round(end - self.start, 2),
+                "loop_lag_max_s": None if loop_lag_s is None else round(loop_lag_s, 3),
                 "round_tok_s": [round(rate, 1) for rate in self.rates(end)],
                 "rule": f"tokens per {ROUND_S:g} s round; steady when the last {STEADY_ROUNDS} "
                         f"lie within {STEADY_SPREAD:.0%} of their mean, first to last too"}

@@ -134,6 +134,17 @@ def _engine_core_starting(runs: Path, proc, timeout: float = 400) -> Path:
     raise AssertionError("the engine core did not start in time")
 
 
+def _watchdog_said_all_gone(log: Path, timeout: float = 10.0) -> str:
+    """The server's log once the watchdog's closing line is in it: the watchdog writes that
+    line after it saw the last process gone, so a reader who saw them gone first waits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log.read_text(errors="replace")
+        if "all gone" in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
 def test_kill_9_while_the_engine_core_starts_leaves_nothing_without_a_next_command(
         tiny_model, tmp_path):
     mark, runs = os.environ[TEST_MARK], tmp_path / "runs"
@@ -147,7 +158,7 @@ def test_kill_9_while_the_engine_core_starts_leaves_nothing_without_a_next_comma
         clean_s = _kill_and_time_clean(apply, mark, runs, least=3)
     finally:
         apply.kill()
-    log = (archive / "engine.log").read_text(errors="replace")
+    log = _watchdog_said_all_gone(archive / "engine.log")
     print(f"time to clean after kill -9 of apply while the engine core starts: {clean_s:.1f} s")
     assert clean_s <= CLEAN_WITHIN_S, clean_s
     assert "Application startup complete" not in log  # killed during the start-up

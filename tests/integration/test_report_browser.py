@@ -43,6 +43,7 @@ def test_a_sweep_report_renders_in_chromium_with_the_archived_numbers(
         tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(factory, "VllmEngine", lambda: MockEngine(ttft_ms=50, itl_ms=5,
                                                                   capacity=4))
+    monkeypatch.setenv("MOPT_TEST_SECRET_TOKEN", "browser-test-secret")  # the mock recipe reads it
     outcome = start_sweep(mock_recipe(tmp_path, tiny_model_dir, SWEEP), tmp_path / "runs",
                           output=tmp_path / "next.yaml")
     assert outcome.exit_code == 0, outcome.reason
