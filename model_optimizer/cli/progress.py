@@ -169,10 +169,14 @@ def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,
         print_json(outcome.to_dict())
     else:
         console.print(f"\n{outcome.reason}", highlight=False, markup=False)
-        if outcome.written:
+        if outcome.written and getattr(outcome, "resolved", True):
             console.print(f"[green]wrote {escape(str(outcome.written))}[/] "
                           "(new revision, validated)",
                           highlight=False)
+        elif outcome.written:   # a sweep's or tune's choice the budget did not resolve
+            console.print(f"[yellow]wrote {escape(str(outcome.written))}[/] (new revision, "
+                          "written, not resolved: see the reason above; --strict "
+                          "writes nothing)", highlight=False)
         console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False,
                       markup=False)
     raise typer.Exit(outcome.exit_code)

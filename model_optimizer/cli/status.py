@@ -29,11 +29,25 @@ def _validated_lines(validated: dict | None, now: datetime) -> list[str]:
     metrics = validated.get("metrics") or {}
     figures = ", ".join(f"{fmt(metrics[key], digits)} {label}" for key, label, digits in FIGURES
                         if metrics.get(key) is not None)
-    return [f"validated: by {validated.get('by') or '-'} on {_when(validated.get('at'), now)} "
-            f"(run {validated.get('run_id')})",
-            f"  figures: {figures or '-'}",
-            f"  measured with vLLM {validated.get('vllm_version') or '-'} on "
-            f"{validated.get('hardware') or '-'}"]
+    lines = [f"validated: by {validated.get('by') or '-'} on {_when(validated.get('at'), now)} "
+             f"(run {validated.get('run_id')})",
+             f"  figures: {figures or '-'}",
+             f"  measured with vLLM {validated.get('vllm_version') or '-'} on "
+             f"{validated.get('hardware') or '-'}"]
+    return lines + _resolved_lines(validated)
+
+
+def _resolved_lines(validated: dict) -> list[str]:
+    """A sweep's or tune's verdict on the choice it wrote (``validated.resolved``) and the
+    machine's load while it measured; nothing for other writers."""
+    if validated.get("resolved") is None:
+        return []
+    verdict = ("resolved" if validated["resolved"] else
+               f"WRITTEN, NOT RESOLVED (why: mopt runs show {validated.get('run_id')})")
+    load = validated.get("load_average") or {}
+    busy = (f"; load average {load['median']:g} (max {load['max']:g}) while measuring"
+            if load else "")
+    return [f"  choice: {verdict}{busy}"]
 
 
 def _recipe_lines(status: Status, now: datetime) -> list[str]:

@@ -266,7 +266,7 @@ class Pipeline:
                 "status": "ok" if outcome.written else "failed", "reason": outcome.reason,
                 "sweep_dir": str(outcome.archive), "figures": outcome.figures,
                 "chosen": outcome.chosen.value if outcome.chosen else None,
-                "survivor": survivor}
+                "resolved": outcome.resolved, "survivor": survivor}
 
     def _write(self, survivor: str) -> Path | None:
         from model_optimizer.optimize.report import final_changes
@@ -280,7 +280,8 @@ class Pipeline:
                                 Path(self.state.output).resolve().parent)
         return write_validated_revision(self.archive, self.loaded, changes, figures,
                                         by="optimize", output=Path(self.state.output),
-                                        quality=self._survivor_quality(survivor))
+                                        quality=self._survivor_quality(survivor),
+                                        resolved=(swept or {}).get("resolved"))
 
     def _survivor_quality(self, survivor: str) -> dict | None:
         """The survivor's gate verdict for ``validated.quality`` (None for the baseline, the

@@ -338,6 +338,8 @@ class ValidatedSpec(_Spec):
     hardware: str | None = None
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
+    resolved: bool | None = None
+    load_average: dict[str, Any] | None = None
     driver: str | None = None
 
 

@@ -7,6 +7,9 @@ A :class:`SearchSession` owns what every search needs and no strategy should wri
 - the state: the strategy's own :class:`SearchState` subclass, rewritten atomically to
   ``state.json`` by :meth:`SearchSession.save` after every step;
 - the clock: elapsed time carried across resumes, and the time budget it is checked against;
+- the machine's load: its 1-minute load average sampled at every measurement
+  (:meth:`SearchSession.sample_load`), summarised for the written revision
+  (:func:`load_summary`: ``validated.load_average``);
 - measuring: each configuration as archived runs nested under ``<search>/steps/``, behind
   the quality gate when the recipe has one (its baseline evaluated once per search);
 - the end: outputs, final status and sealing (manifest + run index) with Ctrl-C and SIGTERM
@@ -18,7 +21,10 @@ The strategy (``sweep/``, ``tune/``) decides what to measure next and what to wr
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -58,6 +64,7 @@ class SearchState:
     started_at: str = field(default_factory=utc_now)
     elapsed_s: float = 0.0         # time spent searching, over every resume
     quality_baseline: str | None = None  # the quality gate's baseline eval (steps/<id>)
+    load_samples: list[float] = field(default_factory=list)  # 1-min load average, sampled
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for state.json."""
@@ -67,6 +74,15 @@ class SearchState:
     def from_dict(cls: type[S], data: dict[str, Any]) -> S:
         """Inverse of :meth:`to_dict`."""
         return cls(**data)
+
+
+def load_summary(samples: list[float]) -> dict | None:
+    """The load average over a search's measurements: min, median, max and the number of
+    samples (None without one)."""
+    if not samples:
+        return None
+    return {"min": min(samples), "median": round(statistics.median(samples), 2),
+            "max": max(samples), "samples": len(samples)}
 
 
 def read_search_archive(kind: str, folder: Path, state_type: type[S]) -> tuple[S, bool]:
@@ -159,6 +175,11 @@ class SearchSession:
     def out_of_time(self, max_minutes: float | None) -> bool:
         """True once a time budget of ``max_minutes`` (None or 0: none) is spent."""
         return bool(max_minutes) and self.elapsed() > max_minutes * 60
+
+    def sample_load(self) -> None:
+        """Record the machine's 1-minute load average now (at a measurement)."""
+        with contextlib.suppress(OSError):  # not every platform has one
+            self.state.load_samples.append(round(os.getloadavg()[0], 2))
 
     def save(self) -> None:
         """Rewrite ``state.json`` (atomically) with the elapsed time brought up to date."""

@@ -38,6 +38,7 @@ from model_optimizer.search.session import (
     RevisionOutcome,
     SearchSession,
     SearchState,
+    load_summary,
     read_search_archive,
 )
 from model_optimizer.sweep.decide import (
@@ -119,12 +120,14 @@ class SweepOutcome(RevisionOutcome):
     reason: str = ""
     written: Path | None = None
     figures: dict = field(default_factory=dict)
+    resolved: bool | None = None  # the verdict on the written choice (None: nothing written)
 
     def to_dict(self) -> dict:
         """JSON-ready summary."""
         return {"status": self.status, "sweep_id": self.sweep_id, "archive": str(self.archive),
                 "chosen": self.chosen.to_dict() if self.chosen else None, "reason": self.reason,
-                "written": str(self.written) if self.written else None, "figures": self.figures}
+                "written": str(self.written) if self.written else None, "figures": self.figures,
+                "resolved": self.resolved}
 
 
 def point_of(value: object, phase: str, measured: Measurement) -> Point:
@@ -300,6 +303,7 @@ class SweepRunner:
 
     def _measure_step(self, value, phase: str) -> None:
         if self.probe is not None:  # a level on the live scan server
+            self.session.sample_load()
             point, figures = self.probe.measure(value, phase)
         else:
             measured = self.measure(self.step_recipe(value), value)
@@ -330,6 +334,7 @@ class SweepRunner:
         return variant(self.loaded, engine_overrides({self.state.config.param: value}))
 
     def _measure_for_real(self, step: LoadedRecipe, value) -> Measurement:
+        self.session.sample_load()  # here, not in _measure_step: an injected measure is a test's
         return self.session.measure(step, repeats=self.settings.repeats,
                                     objective=self.state.objective, labels={"value": value})
 
@@ -355,13 +360,15 @@ class SweepRunner:
                 figures = confirmation.get("figures") or self.state.figures.get(
                     str(candidate.value), {})
                 reason += self._confirmed_note(chosen, candidate, confirmation)
-                if self.state.strict and not choice_resolved(
-                        cfg, history, self.state.knee, self.state.ceiling_failed,
-                        self.state.confirmations, self.state.objective):
+                resolved = choice_resolved(cfg, history, self.state.knee,
+                                           self.state.ceiling_failed, self.state.confirmations,
+                                           self.state.objective)
+                if self.state.strict and not resolved:
                     return SweepOutcome(failed_status("not_resolved"), archive.path,
                                         archive.id, None, f"{reason}; --strict: nothing written")
                 return SweepOutcome(STATUS_OK, archive.path, archive.id, candidate, reason,
-                                    self._write(candidate, figures), figures)
+                                    self._write(candidate, figures, resolved), figures,
+                                    resolved)
             rejected.add(candidate.value)
         why = reason if chosen is None else f"{reason}; every candidate failed confirmation"
         return SweepOutcome(failed_status("no_acceptable_value"), archive.path, archive.id,
@@ -386,6 +393,7 @@ class SweepRunner:
         if not seconds:
             return {"value": candidate.value, "ok": True, "skipped": True}
         self.emit(SweepConfirm(candidate.value, seconds))
+        self.session.sample_load()
         outcome = run_recipe(self.step_recipe(candidate.value), self.session.steps_dir,
                              on_event=self.emit,
                              workload_override={"duration_s": seconds, "num_requests": None},
@@ -403,13 +411,14 @@ class SweepRunner:
         self.emit(SweepConfirmed(**result))
         return result
 
-    def _write(self, chosen: Point, figures: dict) -> Path:
+    def _write(self, chosen: Point, figures: dict, resolved: bool) -> Path:
         quality = self.state.figures.get(str(chosen.value), {}).get("quality")
         return write_validated_revision(
             self.session.archive, self.loaded, {("engine", self.state.config.param):
                                                 chosen.value},
             figures, by=KIND, output=Path(self.state.output), quality=quality,
-            knee=knee_record(self.state.knee))
+            knee=knee_record(self.state.knee), resolved=resolved,
+            load_average=load_summary(self.state.load_samples))
 
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,

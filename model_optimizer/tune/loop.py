@@ -47,7 +47,12 @@ from model_optimizer.plan import PlanError, estimate
 from model_optimizer.quality.config import quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.search.revision import default_model_config, write_validated_revision
-from model_optimizer.search.session import SearchSession, SearchState, read_search_archive
+from model_optimizer.search.session import (
+    SearchSession,
+    SearchState,
+    load_summary,
+    read_search_archive,
+)
 from model_optimizer.signals import interrupts_deferred
 from model_optimizer.telemetry import this_hardware
 from model_optimizer.tune.evaluate import TrialResult, read_trial_result, slo_bounds, trial_verdict
@@ -131,6 +136,11 @@ class TuneOutcome:
     warnings: list[str] = field(default_factory=list)  # why the choice is not resolved
 
     @property
+    def resolved(self) -> bool:
+        """The tune's verdict on the choice it wrote: no warning against it."""
+        return not self.warnings
+
+    @property
     def exit_code(self) -> int:
         """0 a revision was written (or other workers still run and the last one writes it);
         4 no feasible trial; 130 interrupted."""
@@ -144,7 +154,7 @@ class TuneOutcome:
                 "study_name": self.study_name, "reason": self.reason, "best": self.best,
                 "written": str(self.written) if self.written else None,
                 "running_elsewhere": self.running_elsewhere, "counts": self.counts,
-                "resolved": not self.warnings, "warnings": self.warnings}
+                "resolved": self.resolved, "warnings": self.warnings}
 
 
 class TuneRunner:
@@ -265,6 +275,7 @@ class TuneRunner:
         self.emit(events.TuneTrialDone(record))
 
     def _measure_and_tell(self, trial: optuna.Trial, params: dict) -> dict:
+        self.session.sample_load()
         if self.scanner is not None:
             with Heartbeat(self.storage, trial._trial_id):
                 return self.scanner.run(trial, params)
@@ -320,7 +331,7 @@ class TuneRunner:
             outcome.status = failed_status("no_feasible_trial")
             outcome.reason = f"{stop}; no trial was feasible ({describe_outcomes(trials)})"
         else:
-            outcome.written = self._write(best, figures)
+            outcome.written = self._write(best, figures, outcome.resolved)
             outcome.reason = f"{stop}; best feasible: trial {best.number} {dict(best.params)}"
         outcome.best = trial_summary(best) if best is not None else None
         return outcome
@@ -335,13 +346,14 @@ class TuneRunner:
         write_outputs(self.archive, self.loaded, self.state, self.config, self.study,
                       None, "interrupted", None)
 
-    def _write(self, best: FrozenTrial, figures: dict | None = None) -> Path:
+    def _write(self, best: FrozenTrial, figures: dict | None, resolved: bool) -> Path:
         changes = {("engine", name): value for name, value in best.params.items()}
         figures = figures or best.user_attrs.get("figures") or {}
         return write_validated_revision(
             self.archive, self.loaded, changes, figures, by=KIND,
             output=Path(self.state.output), hardware=best.user_attrs.get("hardware"),
-            quality=(best.user_attrs.get("figures") or {}).get("quality"))
+            quality=(best.user_attrs.get("figures") or {}).get("quality"), resolved=resolved,
+            load_average=load_summary(self.state.load_samples))
 
 
 def enqueue_seeds(study: optuna.Study, config: TuneConfig, engine: dict, n_trials: int,

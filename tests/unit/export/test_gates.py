@@ -45,7 +45,7 @@ def test_a_validation_that_did_not_resolve_is_refused_and_legacy_ones_pass(tmp_p
     loaded = load_recipe(write_recipe(tmp_path, model_dir))
     assert "resolved" not in loaded.resolved["validated"]  # written before resolved existed
     assert export(loaded, tmp_path).forced_over == []
-    loaded.resolved["validated"]["resolved"] = False  # what the schema's new key will say
+    loaded.resolved["validated"]["resolved"] = False  # what a sweep writes when not resolved
     with pytest.raises(ExportError, match=r"validated\.resolved is false, run 20260102T030405Z"
                                           r"-tiny-export-a1b2c3"):
         export(loaded, tmp_path)

@@ -95,6 +95,11 @@ def test_sweep_plateau_interrupt_and_resume(tmp_path, tiny_model_dir):
     assert written.resolved["engine"]["max_num_seqs"] == chosen.value
     validated = written.resolved["validated"]
     assert validated["run_id"] == folder.name and validated["by"] == "sweep"
+    # remeasure_rounds=0: nothing measured twice, so the noise is unknown: written, not resolved
+    assert outcome["resolved"] is False and summary["resolved"] is False
+    assert validated["resolved"] is False
+    load = validated["load_average"]  # sampled at every launch, the confirmation's too
+    assert load["samples"] >= len(values) + 1 and load["min"] <= load["median"] <= load["max"]
     confirmation = summary["confirmations"][-1]
     assert confirmation["ok"] and confirmation["value"] == chosen.value
     assert validated["metrics"]["qps"] == pytest.approx(confirmation["figures"]["qps"])

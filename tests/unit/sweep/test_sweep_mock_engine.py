@@ -78,6 +78,8 @@ def test_a_sweep_on_the_mock_engine_launches_archives_and_writes_the_revision(
     assert run["argv"][2] == "model_optimizer.load.mock_server"
     assert (archive / "manifest.json").is_file() and (archive / "report.md").is_file()
     summary = json.loads((archive / "summary.json").read_text())
+    assert written["validated"]["resolved"] is summary["resolved"] is outcome.resolved
+    assert 1 <= written["validated"]["load_average"]["samples"] <= len(steps)
     html = (archive / "report.html").read_text()   # sealed with the archive
     for row in summary["steps"]:
         assert f"<td>{row['step']}</td>" in html
