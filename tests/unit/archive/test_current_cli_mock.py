@@ -17,7 +17,8 @@ from tests.unit.mock_mopt import invoke_mock_mopt as run_mopt
 
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 SHORT = ["--set", "workload.num_requests=48", "--set", "workload.warmup_requests=2",
-         "--set", "workload.duration_s=null", "--set", "workload.output_tokens=8"]
+         "--set", "workload.duration_s=null", "--set", "workload.output_tokens=8",
+         "--set", "workload.warmup_steady_max_s=null"]
 
 
 @pytest.fixture

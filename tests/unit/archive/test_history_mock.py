@@ -35,7 +35,8 @@ pytestmark = pytest.mark.slow
 
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 WORKLOAD = ["--set", "workload.num_requests=48", "--set", "workload.duration_s=null",
-            "--set", "workload.output_tokens=8", "--set", "workload.concurrency=4"]
+            "--set", "workload.output_tokens=8", "--set", "workload.concurrency=4",
+            "--set", "workload.warmup_steady_max_s=null"]
 RUN_A = ["--set", "engine.max_num_seqs=4", *WORKLOAD]
 SWEEP = ["--set", "sweep.start=1", "--set", "sweep.growth=4", "--set", "sweep.max=4",
          "--set", "sweep.resolution=4", "--set", "sweep.confirm_duration_s=0",

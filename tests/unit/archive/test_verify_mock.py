@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # several seconds a test: mock servers launched
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 RUN_A = ["--set", "engine.max_num_seqs=4", "--set", "workload.num_requests=48",
          "--set", "workload.duration_s=null", "--set", "workload.output_tokens=8",
-         "--set", "workload.concurrency=4"]
+         "--set", "workload.concurrency=4", "--set", "workload.warmup_steady_max_s=null"]
 SWEEP = {"start": 2, "growth": 2, "max": 4, "resolution": 2, "confirm_duration_s": 0,
          "remeasure_rounds": 0}
 SLOW = {"ttft_ms": 100, "itl_ms": 10, "capacity": 1}  # a quarter of run A's throughput

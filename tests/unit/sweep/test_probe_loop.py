@@ -24,6 +24,7 @@ def mock_probe_sweep(tmp_path: Path, engine: MockEngine, resolution: int):
     recipe.write_text((ROOT / "recipes" / "tiny-cpu.yaml").read_text()
                       .replace("../models/tiny-llama", str(ROOT / "models" / "tiny-llama")))
     loaded = load_recipe(recipe, ["workload.duration_s=1", "workload.warmup_requests=2",
+                                  "workload.warmup_steady_max_s=null",  # not the test here
                                   "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
                                   f"sweep.resolution={resolution}"])
     outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),

@@ -52,6 +52,7 @@ def test_sweep_plateau_interrupt_and_resume(tmp_path, tiny_model_dir):
             "--set", "sweep.resolution=8", "--set", "sweep.confirm_duration_s=2",
             "--set", "workload.num_requests=32", "--set", "workload.duration_s=null",
             "--set", "workload.output_tokens=8", "--set", "sweep.remeasure_rounds=0",
+            "--set", "workload.warmup_steady_max_s=null",
             "--strategy", "relaunch"]
     proc = start_mock_mopt(*args, log=tmp_path / "first.log")
     try:

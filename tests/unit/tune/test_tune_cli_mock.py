@@ -31,7 +31,7 @@ from tests.unit.tune.archive_checks import (
 TINY_RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 SMALL_LOAD = ("--set", "workload.num_requests=20", "--set", "workload.warmup_requests=2",
               "--set", "workload.duration_s=null", "--set", "workload.output_tokens=8",
-              "--no-scan")
+              "--set", "workload.warmup_steady_max_s=null", "--no-scan")
 #: a mock that takes 3 s to get healthy: Ctrl-C lands while the second trial starts
 SLOW_START = {**DEFAULT_ENGINE, "startup_s": 3}
 
