@@ -24,7 +24,8 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
         "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--max", "4",
         "--strategy", "probe-fit", "--runs-dir", str(runs), "--json",
         "--set", "workload.duration_s=3", "--set", "sweep.confirm_duration_s=3",
-        "--set", "sweep.remeasure_rounds=0", timeout=900)
+        "--set", "sweep.remeasure_rounds=0", "--set", "workload.warmup_steady_max_s=null",
+        timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     [folder] = [p for p in runs.iterdir() if p.is_dir()]
     summary = json.loads((folder / "summary.json").read_text())

@@ -124,7 +124,8 @@ def test_sweep_keeps_auto_when_fp8_fails_a_tighter_gate_or_cannot_run(served, fi
                       "--param", "kv_cache_dtype", "--values", "auto,fp8",
                       "--set", "quality.thresholds.max_mean_kl=0",
                       "--set", f"quality.baseline={first_eval.result.archive}",
-                      "--set", "workload.num_requests=24", "--json", timeout=1800)
+                      "--set", "workload.num_requests=24",
+                      "--set", "workload.warmup_steady_max_s=null", "--json", timeout=1800)
     sweep = ok_json(result)
     assert sweep["chosen"]["value"] == "auto"
     steps = Path(sweep["archive"]) / "steps"

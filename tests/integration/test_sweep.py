@@ -41,7 +41,7 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
         "--set", "engine.extra_args={kv-cache-memory-bytes: 2097152}",
         "--set", "sweep.confirm_duration_s=0", "--set", "workload.num_requests=60",
         "--set", "sweep.remeasure_rounds=0", "--strategy", "relaunch",
-        timeout=1200)
+        "--set", "workload.warmup_steady_max_s=null", timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
     folder = sweep_dir(runs)
     summary = json.loads((folder / "summary.json").read_text())

@@ -21,7 +21,7 @@ from .conftest import TINY_RECIPE, run_mopt
 pytestmark = pytest.mark.integration
 #: a small load, one launch per trial (scanning max_num_seqs is test_tune_scan.py's subject)
 SMALL_LOAD = ("--set", "workload.num_requests=20", "--set", "workload.warmup_requests=2",
-              "--no-scan")
+              "--set", "workload.warmup_steady_max_s=null", "--no-scan")
 
 
 

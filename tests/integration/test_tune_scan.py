@@ -22,7 +22,7 @@ SPACE = ("--set", "tune.params={max_num_seqs: {type: categorical, choices: [1, 4
          "enable_prefix_caching: {type: categorical, choices: [false, true]}}",
          "--set", "tune.sampler=grid", "--set", "tune.n_trials=2",
          "--set", "workload.num_requests=16", "--set", "workload.duration_s=null",
-         "--set", "workload.warmup_requests=2")
+         "--set", "workload.warmup_requests=2", "--set", "workload.warmup_steady_max_s=null")
 
 
 def steps(archive) -> dict[str, list[tuple]]:
