@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from client_capacity import run_vllm_bench, vllm_bench_argv  # noqa: E402
+from quiet import add_quiet_args, require_quiet  # noqa: E402
 
 from model_optimizer.load import PromptSource, run_load_sync, summarize  # noqa: E402
 
@@ -104,11 +105,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    add_quiet_args(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     model = args.served_name or served_model_name(args.url)
     print(f"server {args.url}, model {model!r}: {args.prompt_tokens} prompt / "
           f"{args.output_tokens} output tokens, concurrency {args.concurrency}, "

@@ -34,6 +34,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from quiet import add_quiet_args, require_quiet  # noqa: E402
+
 from model_optimizer.load import run_load_sync, summarize  # noqa: E402
 
 MOCK_MODEL = "mock-model"
@@ -198,11 +200,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--closed-concurrency", type=int, default=64)
     parser.add_argument("--closed-requests", type=int, default=2000)
     parser.add_argument("--skip-vllm", action="store_true", help="measure mopt only")
+    add_quiet_args(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     rates = [float(rate) for rate in args.rates.split(",")]
     print(f"mock: zero latency, {args.output_tokens} tokens/request (one SSE chunk each), "
           f"{os.cpu_count()} CPUs shared by client and mock")

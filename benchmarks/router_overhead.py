@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from quiet import add_quiet_args, require_quiet
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.fleet import load_fleet
@@ -74,7 +75,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--mock", action="store_true", help="the mock engine, not vLLM")
     parser.add_argument("--runs-dir", type=Path, default=None)
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     runs = args.runs_dir or Path(tempfile.mkdtemp(prefix="router-overhead-"))
     fleet = load_fleet(one_instance_fleet(runs))
     plans = plan_instances(fleet, MockEngine(ttft_ms=20, itl_ms=5) if args.mock else None)

@@ -11,6 +11,7 @@ docs/benchmarks/log/agreement.md.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from quiet import add_quiet_args, require_quiet  # noqa: E402
 
 from model_optimizer.engine.factory import plan_server  # noqa: E402
 from model_optimizer.recipe import load_recipe  # noqa: E402
@@ -52,6 +55,9 @@ def _bench(url: str, telemetry: bool, runs: Path) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_quiet_args(parser)
+    print(f"machine before: {require_quiet(parser.parse_args())}", flush=True)
     plan = plan_server(load_recipe(ROOT / "recipes/tiny-cpu.yaml", []))
     out = Path(tempfile.mkdtemp(prefix="scrape-stall-ab-"))
     with plan.process(out / "engine.log") as engine:

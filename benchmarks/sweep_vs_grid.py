@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quiet import add_quiet_args, require_quiet
+
 from model_optimizer.measure import variant
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
@@ -157,7 +159,9 @@ def main() -> None:
     parser.add_argument("--chosen", type=int, default=None)
     parser.add_argument("--unresolved", action="store_true",
                         help="judge: the sweep said its choice is not resolved")
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     {"grid": measure_grid, "sweep": run_sweep, "judge": show_judge}[args.command](args)
 
 

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from quiet import add_quiet_args, require_quiet
 from quiet_test_bed import bootstrap, cv
 
 from model_optimizer.engine.factory import plan_server
@@ -69,7 +70,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--library", default=TCMALLOC)
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     if not Path(args.library).is_file():
         raise SystemExit(f"{args.library} is missing: apt-get install libtcmalloc-minimal4")
     base = [f"engine.max_num_seqs={args.concurrency}", f"workload.duration_s={args.duration}",

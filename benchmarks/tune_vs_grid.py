@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quiet import add_quiet_args, require_quiet
+
 from model_optimizer.recipe import load_recipe
 from model_optimizer.tune import TuneConfig, TuneFlags, start_tune
 
@@ -135,7 +137,9 @@ def main() -> None:
                         help="tune's trial budget (default: half the grid's launches)")
     parser.add_argument("--duration", type=float, default=8.0, help="window (s)")
     parser.add_argument("--seed", type=int, default=0)
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     scratch = Path(tempfile.mkdtemp(prefix="mopt-bench-tune-"))
     recipe_copy = scratch / "recipe.yaml"
     shutil.copy(args.recipe, recipe_copy)

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quiet import add_quiet_args, require_quiet
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "tiny-cpu.yaml"
 
@@ -54,7 +56,9 @@ def one_pair(mirrored: bool, runs: Path) -> list[tuple[float, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=3, help="pairs per arrangement")
+    add_quiet_args(parser)
     args = parser.parse_args()
+    print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
     results: dict[str, list[tuple[float, float]]] = {"same core": [], "mirrored": []}
     with tempfile.TemporaryDirectory() as folder:
         for index in range(2 * args.pairs):
