@@ -25,7 +25,9 @@ pg_conftool "$VERSION" main set listen_addresses 'localhost' >&2
 if ! pg_lsclusters -h | awk -v v="$VERSION" '$1 == v && $2 == "main" {print $4}' \
     | grep -q online; then
   echo "== starting PostgreSQL $VERSION" >&2
-  pg_ctlcluster "$VERSION" main start >&2
+  # the server outlives this script: it must not hold what the caller holds open (a lock's
+  # descriptor, a pipe), so descriptors 3-9 are closed for it
+  pg_ctlcluster "$VERSION" main start >&2 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 fi
 PORT=$(pg_lsclusters -h | awk -v v="$VERSION" '$1 == v && $2 == "main" {print $3}')
 for _ in $(seq 1 60); do

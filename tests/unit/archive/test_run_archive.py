@@ -11,8 +11,16 @@ import pytest
 from model_optimizer.archive import RunArchive
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises, as in a terminal (a test run in the background inherits it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_a_ctrl_c_while_the_start_files_are_written_is_held_then_marks_it_interrupted(
-        tmp_path):
+        tmp_path, ctrl_c_raises):
     written = []
 
     def start(archive: RunArchive) -> None:

@@ -34,7 +34,10 @@ GONE_WITHIN_S = 10.0  # expected: the grace period and a few polls
 ENGINE = ("trap '' TERM; sleep 600 & echo $! >> {pids}; setsid sleep 600 & echo $! >> {pids}; "
           "(setsid sleep 600 & echo $! >> {pids}) & wait")
 MOPT = textwrap.dedent("""
-    import importlib.util, os, subprocess, sys, time
+    import importlib.util, os, signal, subprocess, sys, time
+    # as mopt typed in a terminal: Ctrl-C raises (a test run in the background inherits it
+    # ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     spec = importlib.util.spec_from_file_location("wd", {module!r})
     wd = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(wd)
