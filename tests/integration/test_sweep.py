@@ -14,7 +14,10 @@ from model_optimizer.recipe import load_recipe
 
 from .conftest import run_mopt
 
-pytestmark = pytest.mark.integration
+#: quiet: the verification compares two real runs taken minutes apart; beside the parallel
+#: tier's other engines (CI: load average 4.5 on 2 cores) TTFT read 78 ms at validation and
+#: 344 ms at verification, which is the neighbours' work, not a regression
+pytestmark = [pytest.mark.integration, pytest.mark.quiet]
 
 
 
