@@ -3,13 +3,13 @@
 One tiny server is launched unplaced (``hardware.placement: none``). Then, in alternating
 blocks, consecutive steady-state windows of mopt's closed-loop load (``--duration`` s each,
 concurrency c) are measured either *unplaced* (API server, engine core and client on every
-core) or *placed* (what ``placement: auto`` does: API server, engine core and client on the
-core vLLM reserves; vLLM's worker keeps its own OpenMP binding), switched between blocks with
+core) or *placed* (what ``placement: auto`` does: API server and client on the core vLLM
+reserves, the engine core beside vLLM's worker, which keeps its own OpenMP binding), switched between blocks with
 ``os.sched_setaffinity``. The block order alternates so slow drift falls on both sides.
 
-``--arms unplaced,auto,old-auto`` adds a third arm: ``auto`` as it was until 2026-12-03, the
-API server and vLLM's engine core on the reserved core (``auto`` now leaves the engine core
-floating, as the issue's own ``taskset`` experiment did).
+``--arms unplaced,auto,float,old-auto`` adds the earlier ``auto``s: ``float`` (until
+2026-12-05: the engine core floating) and ``old-auto`` (until 2026-12-03: the API server and
+vLLM's engine core on the reserved core).
 
 Per (concurrency, placement): the windows in time order, the median with a 95% bootstrap
 interval, and the coefficient of variation (CV) with a 95% bootstrap interval.
@@ -86,17 +86,20 @@ def window(url: str, loaded, runs: Path, concurrency: int, placement: Placement 
     return float(outcome.metrics.get("qps") or 0.0)
 
 
-ARMS = ("unplaced", "auto", "old-auto")
+ARMS = ("unplaced", "auto", "float", "old-auto")
 
 
 def place_arm(arm: str, server_pid: int, placed: Placement) -> None:
     """``unplaced``: every core; ``auto``: what ``hardware.placement: auto`` does
-    (``place_server``: the API server on the reserved core, the engine core floating);
+    (``place_server``: the API server on the reserved core, the engine core beside the
+    worker); ``float``: what it did until 2026-12-05 (the engine core floating);
     ``old-auto``: what it did until 2026-12-03 (the API server and the engine core, every
     process but the worker, on the reserved core)."""
     unplace(server_pid)
     if arm == "auto":
         place_server(placed, server_pid)
+    elif arm == "float":
+        pin_threads(server_pid, placed.server)
     elif arm == "old-auto":
         pin_threads(server_pid, placed.server)
         for child in psutil.Process(server_pid).children(recursive=True):

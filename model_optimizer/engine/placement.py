@@ -11,10 +11,14 @@ is most of the window-to-window noise measured on 2 cores (docs/benchmarks/quiet
 ``hardware.placement`` decides (schema: ``schemas/recipe.v1.json``):
 
 - ``auto``: on ``cpu``, the API server and the client go on the last core (the one vLLM
-  reserves); vLLM's engine core (its scheduler process) is left to float and the worker keeps
-  vLLM's own OpenMP binding. The engine core busy-waits on the worker: pinned beside the API
-  server and the client (``auto`` until 2026-12-03) it took that core's time and cut
-  throughput 2.7-8x at 16-64 in flight (docs/benchmarks/quiet-test-bed.md). On a GPU, the
+  reserves); the worker keeps vLLM's own OpenMP binding and vLLM's engine core (its
+  scheduler process) goes on the worker's cores. The engine core spins on the worker
+  (``sched_yield`` for a second after each answer): pinned beside the API server and the
+  client (``auto`` until 2026-12-03) it cut throughput 2.7-8x; left to float (until
+  2026-12-05) it landed on that core often enough to stall the client's event loop for
+  0.25-1 s at a time, so whole streams arrived in one read (TTFT = E2E, TPOT unmeasured).
+  Beside the worker: 1,693-1,943 generated tokens/s against 430-828 floating, and the
+  client's core never stalled over 8 ms (docs/benchmarks/quiet-test-bed.md). On a GPU, the
   client goes on the last core and the API server and engine core on the others. Nothing
   with fewer than 2 cores, or for a CPU engine with ``tensor_parallel_size`` > 1 (vLLM
   reserves a core per rank).
@@ -23,8 +27,9 @@ is most of the window-to-window noise measured on 2 cores (docs/benchmarks/quiet
   ``VLLM_CPU_OMP_THREADS_BIND`` on ``cpu`` and are set on the engine core process(es) and
   workers on a GPU; the server's on every thread of the API server once it answers
   ``/health`` (set before, the engine core would inherit them and vLLM's auto binding would
-  see only them; on ``cpu`` the engine core is not placed);
-  the client's on mopt's own threads while it measures (restored afterwards).
+  see only them);
+  the client's on mopt's own threads while it measures (restored afterwards). On ``cpu``
+  the engine core goes on the engine's cores as in ``auto``.
 
 Affinity is set with ``os.sched_setaffinity`` on every thread (Linux affinity is per
 thread; new threads inherit their creator's). Failing to place never fails a run: it is
@@ -57,7 +62,8 @@ class Placement:
     server: tuple[int, ...] | None = None
     client: tuple[int, ...] | None = None
     engine_env: dict[str, str] = field(default_factory=dict)
-    pin_engine: bool = False  # set the engine core processes' affinity (GPU engines)
+    pin_engine: bool = False  # set the engine core processes' affinity
+    keep_workers: bool = False  # leave the workers alone (vLLM binds a CPU worker's threads)
     note: str = ""
 
     def to_dict(self) -> dict:
@@ -120,7 +126,7 @@ def _explicit(setting: PlacementSpec, on_cpu: bool) -> Placement:
     engine_env = {OMP_BIND_ENV: ",".join(map(str, setting.engine))} if (
         on_cpu and setting.engine) else {}
     return Placement("explicit", setting.engine, setting.server, setting.client, engine_env,
-                     pin_engine=bool(setting.engine) and not on_cpu)
+                     pin_engine=bool(setting.engine), keep_workers=on_cpu)
 
 
 def _auto_cpu(spec: RecipeSpec, cores: tuple[int, ...], env: Mapping[str, object]) -> Placement:
@@ -135,14 +141,15 @@ def _auto_cpu(spec: RecipeSpec, cores: tuple[int, ...], env: Mapping[str, object
         rest = tuple(core for core in cores if core not in engine)
         if not rest:
             return Placement("auto", engine, note=f"{OMP_BIND_ENV} takes every core")
-        return Placement("auto", engine, (rest[-1],), (rest[-1],), note=f"from {OMP_BIND_ENV}")
+        return Placement("auto", engine, (rest[-1],), (rest[-1],), pin_engine=True,
+                         keep_workers=True, note=f"from {OMP_BIND_ENV}")
     reserved = int(env.get(RESERVED_ENV, 1) or 0)
     if not 0 < reserved < len(cores):
         return Placement("auto", note=f"{RESERVED_ENV}={reserved}: no core reserved")
     spare = cores[-reserved:]
-    return Placement("auto", cores[:-reserved], spare, spare,
-                     note="engine: vLLM's own binding, which reserves the server's cores; "
-                     "the engine core floats")
+    return Placement("auto", cores[:-reserved], spare, spare, pin_engine=True,
+                     keep_workers=True, note="engine: vLLM's own binding, which reserves the "
+                     "server's cores; the engine core beside it")
 
 
 def _auto_gpu(cores: tuple[int, ...]) -> Placement:
@@ -178,17 +185,18 @@ def place_server(placement: Placement, server_pid: int) -> dict[str, list[int]]:
     """Place a ready server's process tree; return the affinities read back.
 
     The API server gets the server's cores. Its descendants (vLLM's ``EngineCore``
-    scheduler, its workers) get the engine's cores where mopt places the engine (GPU);
-    otherwise they are left alone: on ``cpu`` vLLM binds the worker itself, and the engine
-    core, which busy-waits on the worker, floats (pinned to the server's core it starved the
-    API server and the client).
+    scheduler, its workers) get the engine's cores where mopt places the engine, except a
+    CPU engine's workers: vLLM binds their OpenMP threads one core each, which a set of
+    cores would undo. The engine core busy-waits on the worker, so it goes where the worker
+    computes, never beside the API server and the client (module docstring).
     """
     try:
         if placement.server:
             pin_threads(server_pid, placement.server)
         if placement.pin_engine and placement.engine:
             for child in psutil.Process(server_pid).children(recursive=True):
-                pin_threads(child.pid, placement.engine)
+                if not (placement.keep_workers and is_worker(child)):
+                    pin_threads(child.pid, placement.engine)
     except (OSError, psutil.Error) as exc:
         log.warning("could not place the server's processes: %s", exc)
     return affinities(server_pid)

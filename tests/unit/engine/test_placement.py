@@ -38,7 +38,8 @@ def spec(*sets: str, text: str = VALID):
 def test_auto_on_cpu_puts_server_and_client_on_the_core_vllm_reserves():
     placed = resolve_placement(spec("hardware.accelerator=cpu"), cores=[0, 1], environ={})
     assert (placed.engine, placed.server, placed.client) == ((0,), (1,), (1,))
-    assert placed.engine_env == {} and not placed.pin_engine  # vLLM binds its own worker
+    assert placed.engine_env == {}  # vLLM binds its own worker ...
+    assert placed.pin_engine and placed.keep_workers  # ... and the engine core goes beside it
     wide = resolve_placement(spec("hardware.accelerator=cpu"), cores=range(8), environ={})
     assert wide.engine == tuple(range(7)) and wide.server == wide.client == (7,)
 
@@ -101,7 +102,8 @@ def test_explicit_lists_bind_vllms_cpu_worker_and_are_archived_as_given():
     assert placed.to_dict() == {"mode": "explicit", "engine": [CORES[0]], "server": None,
                                 "client": [last], "engine_env": placed.engine_env, "note": ""}
     on_gpu = resolve_placement(spec(f"hardware.placement={{engine: [{CORES[0]}]}}"))
-    assert on_gpu.engine_env == {} and on_gpu.pin_engine
+    assert on_gpu.engine_env == {} and on_gpu.pin_engine and not on_gpu.keep_workers
+    assert placed.pin_engine and placed.keep_workers
 
 
 def test_parse_core_list_reads_vllms_cpuset_syntax():
