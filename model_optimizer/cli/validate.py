@@ -104,7 +104,9 @@ def missing_model(loaded: LoadedRecipe) -> list[Diagnostic]:
     if not written.startswith((".", "/", "~")) or location.is_dir():
         return []
     command = BUILT_BY.get(location.name)
-    hint = (f"build it: {command} {os.path.relpath(location)}" if command else
+    shown = os.path.relpath(location)
+    shown = location if shown.startswith("..") else shown
+    hint = (f"build it: {command} {shown}" if command else
             "download or build the model there, or fix model.path (a hub id is written "
             "without ./ or /)")
     return [loaded.source_map.diagnostic(("model", "path"), f"'{written}' resolves to "

@@ -1,10 +1,11 @@
 """Issue 37 item 3: the hostile inputs of the three hardening rounds, fed to each command in
 one fast module: hostile recipes (validate, show, export, init), hostile servers (bench
 --url on ``load/mock_hostile.py``'s faults), hostile archives (runs, status, rollback,
-export); signals: tests/unit/cli/test_ctrl_c_any_moment.py. Each ends in bounded time and memory (tracemalloc's peak, in-process), with a
-classified exit code (docs/commands.md: 2 bad input, 4 SLOs missed, 5 run failed, 130
-interrupted) and no traceback, and loses nothing: every archive still verifies. The detail of
-each fault is held by its own test (docs/security.md, docs/reliability.md)."""
+export); signals: tests/unit/cli/test_ctrl_c_any_moment.py. Each ends in bounded time and
+memory (tracemalloc's peak, in-process), with a classified exit code (docs/commands.md: 2
+bad input, 4 SLOs missed, 5 run failed, 130 interrupted) and no traceback, and loses
+nothing: every archive still verifies. The detail of each fault is held by its own test
+(docs/security.md, docs/reliability.md)."""
 
 from __future__ import annotations
 
