@@ -1,5 +1,9 @@
 """Signals, handled in one place: every way a user or a system ends mopt runs its cleanup.
 
+- ``ctrl_c_raises()``: at mopt's start, SIGINT inherited *ignored* (a background job of a
+  script: the shell sets SIGINT to SIG_IGN for it) is given back Python's handler, so
+  Ctrl-C and ``kill -INT`` always end a run cleanly (exit 130, archive ``interrupted``). To
+  run mopt out of a terminal's reach, start it in a session of its own (``setsid``).
 - ``terminate_as_interrupt()``: SIGTERM, SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\\)
   raise KeyboardInterrupt like Ctrl-C, so the server is stopped and the archive finished.
 - ``interrupts_deferred()``: while the server is stopped and the archive sealed, those
@@ -37,6 +41,13 @@ def _in_main_thread() -> bool:
 
 def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
+
+
+def ctrl_c_raises() -> None:
+    """Give SIGINT Python's handler back when mopt was started with it ignored (main thread
+    only). A SIGINT left ignored would be lost: a run sent one would go on to its end."""
+    if _in_main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def terminate_as_interrupt() -> None:

@@ -26,8 +26,19 @@ from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.tune import tune
 from model_optimizer.cli.validate import validate
 from model_optimizer.cli.verify import verify_command
+from model_optimizer.signals import ctrl_c_raises
 
-app = typer.Typer(
+
+class _Mopt(typer.Typer):
+    """The command line; run as a program (``mopt``, ``python -m model_optimizer``) it first
+    makes Ctrl-C raise even when SIGINT was inherited ignored (``signals.ctrl_c_raises``)."""
+
+    def __call__(self, *args, **kwargs):
+        ctrl_c_raises()
+        return super().__call__(*args, **kwargs)
+
+
+app = _Mopt(
     name="mopt",
     help="Recipe-driven, measured optimization of LLM deployments on vLLM.",
     no_args_is_help=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,10 +20,15 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.current import recipe_or_current
-from model_optimizer.errors import EXIT_USAGE, RecipeError, UsageError
+from model_optimizer.errors import EXIT_USAGE, Diagnostic, RecipeError, UsageError
 from model_optimizer.fleet import is_fleet_file, load_fleet
 from model_optimizer.history.drift import pinned_checkpoint_messages
-from model_optimizer.recipe import load_recipe
+from model_optimizer.recipe import LoadedRecipe, load_recipe
+from model_optimizer.recipe.render import model_location
+
+#: the folders ``mopt tiny-model`` builds, and the command that builds each
+BUILT_BY = {"tiny-llama": "mopt tiny-model", "tiny-llama-trained": "mopt tiny-model --trained",
+            "bed-llama": "mopt tiny-model --bed"}
 
 
 def validate(
@@ -39,7 +45,9 @@ def validate(
 
     Every problem is reported at once, as file:line:column, with the dotted key path and
     a suggested fix. A recipe whose model.pins name a checkpoint hash is checked against
-    the model folder (each changed file named). Nothing is run or written.
+    the model folder (each changed file named). A local model folder (./, /, ~) that does not
+    exist yet is a warning naming what builds it (--strict: exit 2). Nothing is run or
+    written.
     """
     if not recipes:
         try:
@@ -55,9 +63,11 @@ def validate(
         try:
             loaded = load_recipe(path, overrides)
             drift = pinned_checkpoint_messages(loaded.resolved, loaded.base_dir)
-            results.append({"file": str(path), "ok": not (strict and drift), "name": loaded.name,
-                            "revision": loaded.resolved["revision"], "errors": [],
-                            "warnings": [d.to_dict() for d in loaded.warnings],
+            missing = missing_model(loaded)
+            results.append({"file": str(path), "ok": not (strict and (drift or missing)),
+                            "name": loaded.name, "revision": loaded.resolved["revision"],
+                            "errors": [], "missing": [d.format() for d in missing],
+                            "warnings": [d.to_dict() for d in loaded.warnings + missing],
                             "drift": drift, "text": "; ".join(drift)})
         except RecipeError as exc:
             results.append({"file": str(path), "ok": False,
@@ -70,6 +80,9 @@ def validate(
         for result in results:
             for message in result.get("drift", []):
                 err_console.print(f"[yellow]drift:[/] {message}", highlight=False)
+            for message in result.get("missing", []):
+                err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False,
+                                  soft_wrap=True)
             if result["ok"]:
                 console.print(f"[green]ok[/]  {escape(result['file'])}  "
                               f"({result['name']}, revision {result['revision']})",
@@ -80,6 +93,24 @@ def validate(
                 err_console.print(result["text"], highlight=False, soft_wrap=True, markup=False)
     if not all_ok:
         raise typer.Exit(EXIT_USAGE)
+
+
+def missing_model(loaded: LoadedRecipe) -> list[Diagnostic]:
+    """A warning at ``model.path`` when it names a local folder (./, /, ~) that does not
+    exist: allowed (a fresh checkout validates before `mopt tiny-model` builds its model),
+    but nothing can run until it does."""
+    written = loaded.resolved["model"]["path"]
+    location = Path(model_location(loaded.resolved, loaded.base_dir))
+    if not written.startswith((".", "/", "~")) or location.is_dir():
+        return []
+    command = BUILT_BY.get(location.name)
+    shown = os.path.relpath(location)
+    shown = location if shown.startswith("..") else shown
+    hint = (f"build it: {command} {shown}" if command else
+            "download or build the model there, or fix model.path (a hub id is written "
+            "without ./ or /)")
+    return [loaded.source_map.diagnostic(("model", "path"), f"'{written}' resolves to "
+                                         f"{location}, which does not exist", hint)]
 
 
 def _validate_fleet(path: Path) -> dict:

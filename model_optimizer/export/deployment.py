@@ -41,13 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
-from model_optimizer.export.gates import (
-    DEFAULT_BRANCH,
-    hub_commit,
-    hub_pin,
-    pin_problems,
-    validation_problems,
-)
+from model_optimizer.export.gates import hub_pin, pin_problems, validation_problems
+from model_optimizer.models.pins import DEFAULT_BRANCH, hub_commit
 from model_optimizer.plan import estimate, load_model_config
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import (

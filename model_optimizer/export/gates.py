@@ -11,7 +11,8 @@ archive's ``export.json`` records it under ``forced_over``):
   before mopt recorded it and counts as validated;
 - **an unpinned hub model**: a hub id served at a branch (``revision: main``, or none,
   which is ``main``) serves whatever the branch points to when the pod starts. The export
-  pins it to the commit the branch names: from the local Hugging Face cache first
+  pins it to the commit its validated revision measured (``model.pins.commit``), else to
+  the commit the branch names (``models.pins``): from the local Hugging Face cache first
   (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``:
   ``models--ORG--NAME/refs/BRANCH``), which works without a network; else from the hub
   (``HF_HUB_OFFLINE`` unset, at most ``HUB_TIMEOUT_S``). When neither names a commit the
@@ -20,60 +21,15 @@ archive's ``export.json`` records it under ``forced_over``):
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
-from model_optimizer.models.pins import pin_messages
+from model_optimizer.models.pins import COMMIT, DEFAULT_BRANCH, cached_ref, pin_messages
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 
-#: a full git commit id, what the hub's refs hold
-COMMIT = re.compile(r"[0-9a-f]{40}")
-#: the hub's default branch, served when a recipe names no revision
-DEFAULT_BRANCH = "main"
-HUB_TIMEOUT_S = 10.0
-_TRUE = ("1", "true", "yes", "on")
-
 #: ``(repo_id, revision) -> commit or None``: how an export finds a hub commit
 CommitLookup = Callable[[str, str], str | None]
-
-
-def hub_cache_dir(environ: dict[str, str] | None = None) -> Path:
-    """The Hugging Face hub cache, as huggingface_hub finds it (read at call time)."""
-    env = os.environ if environ is None else environ
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    home = env.get("HF_HOME") or str(Path(env.get("XDG_CACHE_HOME") or "~/.cache")
-                                     / "huggingface")
-    return Path(home).expanduser() / "hub"
-
-
-def cached_commit(repo_id: str, revision: str, cache: Path | None = None) -> str | None:
-    """The commit ``refs/<revision>`` names in the local cache, or None (nothing read
-    but that one small file)."""
-    folder = (cache or hub_cache_dir()) / ("models--" + repo_id.replace("/", "--"))
-    try:
-        text = (folder / "refs" / revision).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return text if COMMIT.fullmatch(text) else None
-
-
-def hub_commit(repo_id: str, revision: str) -> str | None:
-    """The commit of ``revision``: the local cache's, else the hub's (None offline, on any
-    error, or after ``HUB_TIMEOUT_S``)."""
-    found = cached_commit(repo_id, revision)
-    if found or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
-        return found
-    try:
-        from huggingface_hub import HfApi
-
-        sha = HfApi().model_info(repo_id, revision=revision, timeout=HUB_TIMEOUT_S).sha
-    except Exception:  # noqa: BLE001 - no network, no such repo, a proxy: not pinned here
-        return None
-    return sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else None
 
 
 def pin_problems(loaded: LoadedRecipe) -> list[str]:
@@ -102,15 +58,17 @@ def validation_problems(loaded: LoadedRecipe) -> list[str]:
 
 def hub_pin(loaded: LoadedRecipe, model: str, lookup: CommitLookup
             ) -> tuple[str | None, list[str]]:
-    """(the commit to serve a hub ``model`` at, problems): a commit revision as written; a
-    branch (or none) resolved by ``lookup``; a refusal with the fix when it finds none."""
+    """(the commit to serve a hub ``model`` at, problems): a commit revision as written; the
+    commit its validation measured (``model.pins.commit``); a branch (or none) resolved by
+    ``lookup``; a refusal with the fix when none is found."""
     revision = loaded.spec.model.revision or DEFAULT_BRANCH
     if COMMIT.fullmatch(revision):
         return revision, []
-    commit = lookup(model, revision)
+    measured = (loaded.resolved["model"].get("pins") or {}).get("commit")
+    commit = measured or lookup(model, revision)
     if commit:
         return commit, []
-    ref = hub_cache_dir() / ("models--" + model.replace("/", "--")) / "refs" / revision
+    ref = cached_ref(model, revision)
     return None, [f"model {model} is served at revision {revision!r}, a branch (what it "
                   f"serves changes when the branch moves), and no commit was found for it "
                   f"({ref} is missing and the hub did not answer). Fix: write "

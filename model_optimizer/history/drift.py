@@ -7,7 +7,9 @@ block without the figure in question, has nothing to drift from.
 
 A revision whose ``model.pins`` name a checkpoint hash (written by `mopt quantize` and
 `mopt optimize`) is also checked against the model folder on disk: a changed, added or
-missing weight or config file is drift too, named file by file. A block that records the
+missing weight or config file is drift too, named file by file; a hub id's pinned commit
+(``model.pins.commit``) is compared with the commit its branch names in the local Hugging
+Face cache now. A block that records the
 GPU driver (``validated.driver``) is checked against this machine's.
 
 Drift says the figures were measured elsewhere, not that they no longer hold: ``mopt
@@ -23,7 +25,7 @@ from pathlib import Path
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.errors import UsageError
 from model_optimizer.history.verifications import latest_here
-from model_optimizer.models.pins import checkpoint_hash, pin_messages
+from model_optimizer.models.pins import checkpoint_hash, hub_pin_messages, pin_messages
 from model_optimizer.recipe.render import model_location
 from model_optimizer.telemetry import this_hardware
 
@@ -93,10 +95,14 @@ def drift_messages(resolved: dict, installed_vllm: str | None,
 
 def pinned_checkpoint_messages(resolved: dict, base_dir: Path | None) -> list[str]:
     """How the model folder differs from ``model.pins`` (empty without pins)."""
-    pins = (resolved.get("model") or {}).get("pins")
+    model = resolved.get("model") or {}
+    pins = model.get("pins")
     if not pins:
         return []
-    return pin_messages(pins, Path(model_location(resolved, base_dir)))
+    location = Path(model_location(resolved, base_dir))
+    if not location.is_absolute():  # a hub id: the commit measured
+        return hub_pin_messages(pins, model["path"], model.get("revision"))
+    return pin_messages(pins, location)
 
 
 def check_drift(resolved: dict, strict: bool = False, base_dir: Path | None = None,

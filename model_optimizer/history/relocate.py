@@ -10,8 +10,8 @@ revision whose local model folder does not exist then is refused (:func:`require
 A rollback revision is validated, so it pins what it serves (:func:`restored_pins`): the
 restored recipe's own ``model.pins`` when it has them (the checkpoint that was measured:
 drift names any difference from the folder now), else the SHA-256 of the local model
-folder as it is when the revision is written (as a search pins its revision). A hub id is
-not pinned here.
+folder as it is when the revision is written (as a search pins its revision); for a hub id,
+the commit its revision names in the local Hugging Face cache (``models.pins.hub_pins``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
-from model_optimizer.models.pins import served_pins
+from model_optimizer.models.pins import hub_pins, served_pins
 from model_optimizer.recipe.render import model_location
 
 #: recipe fields holding a path relative to the recipe file's folder
@@ -103,13 +103,18 @@ def require_model(resolved: dict, target: Path, source: str) -> None:
 
 
 def restored_pins(resolved: dict, target: Path) -> dict:
-    """``{("model", "pins"): pins}`` for a restored revision without pins whose model is a
-    local folder; ``{}`` when it has pins already or serves a hub id."""
+    """``{("model", "pins"): pins}`` for a restored revision without pins: a local folder's
+    hash, a hub id's commit in the local cache; ``{}`` when it has pins already or neither
+    is found."""
     model = resolved["model"]
-    if (model.get("pins") or {}).get("sha256"):
+    pins = model.get("pins") or {}
+    if pins.get("sha256") or pins.get("commit"):
         return {}
     folder = Path(model_location(resolved, target.resolve().parent))
-    if not folder.is_absolute() or not (folder / "config.json").is_file():
+    if not folder.is_absolute():  # a hub id
+        hub = hub_pins(model["path"], model.get("revision"))
+        return {} if hub is None else {("model", "pins"): hub}
+    if not (folder / "config.json").is_file():
         return {}
     try:
         return {("model", "pins"): served_pins(folder, model["path"], model.get("revision"))}

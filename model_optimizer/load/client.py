@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -150,8 +149,7 @@ class _LoadRun:
             finally:
                 for monitor in monitors:
                     monitor.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await monitor
+                await asyncio.wait(monitors)  # a Ctrl-C (a cancel of this task) is not swallowed
         self._emit_progress()
         if self.callback_error is not None:
             raise self.callback_error

@@ -31,6 +31,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from model_optimizer.errors import UsageError
+
 MAX_FIT_ATTEMPTS = 200
 CANDIDATE_POOL_SIZE = 2000
 
@@ -226,5 +228,7 @@ class PromptSource:
             tail = tail[:len(tail) - excess] if excess > 0 else tail + self._sample(rng, -excess)
             if not tail:
                 tail = self._sample(rng, 1)
-        raise RuntimeError(f"could not fit a prompt of {target} tokens after "
-                           f"{MAX_FIT_ATTEMPTS} attempts")
+        raise UsageError(f"could not fit a prompt of {target} tokens after "
+                         f"{MAX_FIT_ATTEMPTS} attempts: the tokenizer does not decode what it "
+                         "encodes (a server whose /tokenize and /detokenize disagree?). Fix: "
+                         "pass a local tokenizer (--tokenizer DIR, model.tokenizer)")

@@ -8,12 +8,19 @@ not. The hash covers the files that decide what the model computes: weights
 Tokenizer files are left out (a re-saved tokenizer is not a new model). The folder hash is
 the SHA-256 of the sorted lines ``<relative name>\\0<file sha256>\\n``, so a renamed, added,
 removed or edited file each changes it, and the per-file hashes name what changed.
+
+A hub id has no folder to hash: its revision pins the commit it was measured at
+(``model.pins.commit``, :func:`hub_pins`), the commit its branch names in the local Hugging
+Face cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``:
+``models--ORG--NAME/refs/BRANCH``; no network). Drift is that branch naming another commit
+now (:func:`hub_pin_messages`). ``export`` also asks the hub when online (:func:`hub_commit`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +30,12 @@ CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.inde
                 "pytorch_model.bin.index.json")
 CHUNK = 1 << 20
 MAX_HASH_THREADS = 8  # shards of a large checkpoint are hashed in parallel, one per core
+#: a full git commit id, what the hub's refs hold
+COMMIT = re.compile(r"[0-9a-f]{40}")
+#: the hub's default branch, served when a recipe names no revision
+DEFAULT_BRANCH = "main"
+HUB_TIMEOUT_S = 10.0
+_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -121,3 +134,69 @@ def pin_messages(pins: dict | None, folder: Path) -> list[str]:
     detail = "; ".join(pin_differences(pinned, found)) or "content differs"
     return [f"checkpoint {folder} is not the one this revision pins "
             f"(sha256 {found.sha256[:12]}, pinned {pins['sha256'][:12]}): {detail}"]
+
+
+def hub_cache_dir(environ: dict[str, str] | None = None) -> Path:
+    """The Hugging Face hub cache, as huggingface_hub finds it (read at call time)."""
+    env = os.environ if environ is None else environ
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    home = env.get("HF_HOME") or str(Path(env.get("XDG_CACHE_HOME") or "~/.cache")
+                                     / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def cached_ref(repo_id: str, revision: str) -> Path:
+    """The local cache's file naming the commit of ``revision`` (a branch or tag)."""
+    return hub_cache_dir() / ("models--" + repo_id.replace("/", "--")) / "refs" / revision
+
+
+def cached_commit(repo_id: str, revision: str, cache: Path | None = None) -> str | None:
+    """The commit ``refs/<revision>`` names in the local cache (a commit revision is its
+    own), or None (nothing read but that one small file)."""
+    if COMMIT.fullmatch(revision):
+        return revision
+    folder = (cache or hub_cache_dir()) / ("models--" + repo_id.replace("/", "--"))
+    try:
+        text = (folder / "refs" / revision).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return text if COMMIT.fullmatch(text) else None
+
+
+def hub_commit(repo_id: str, revision: str) -> str | None:
+    """The commit of ``revision``: the local cache's, else the hub's (None offline, on any
+    error, or after ``HUB_TIMEOUT_S``)."""
+    found = cached_commit(repo_id, revision)
+    if found or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
+        return found
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().model_info(repo_id, revision=revision, timeout=HUB_TIMEOUT_S).sha
+    except Exception:  # noqa: BLE001 - no network, no such repo, a proxy: not pinned here
+        return None
+    return sha if isinstance(sha, str) and COMMIT.fullmatch(sha) else None
+
+
+def hub_pins(repo_id: str, revision: str | None) -> dict | None:
+    """The ``model.pins`` block of a revision serving hub model ``repo_id``: the commit its
+    revision (a branch, ``main`` when None) names in the local cache, the model as source;
+    None when the cache names none (nothing measured from it here)."""
+    commit = cached_commit(repo_id, revision or DEFAULT_BRANCH)
+    if commit is None:
+        return None
+    return {"commit": commit, "source": {"path": repo_id, "revision": revision}}
+
+
+def hub_pin_messages(pins: dict | None, repo_id: str, revision: str | None) -> list[str]:
+    """Why hub model ``repo_id`` at ``revision`` is not the commit ``pins`` names: its branch
+    names another commit in the local cache now; empty when it is, or when nothing tells."""
+    pinned = (pins or {}).get("commit")
+    branch = revision or DEFAULT_BRANCH
+    now = cached_commit(repo_id, branch)
+    if not pinned or now is None or now == pinned:
+        return []
+    return [f"hub model {repo_id} at {branch!r} names commit {now[:12]} in the local cache "
+            f"({cached_ref(repo_id, branch)}); this revision was measured at {pinned[:12]} "
+            "(model.pins.commit)"]

@@ -60,6 +60,7 @@ class PinsSpec(_Spec):
     """``model.pins``: what this revision was made from and validated on."""
 
     sha256: str | None = None
+    commit: str | None = None
     files: dict[str, str] | None = None
     source: PinSourceSpec | None = None
     quantize: dict[str, Any] | None = None

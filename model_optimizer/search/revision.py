@@ -1,6 +1,7 @@
 """What a search leaves behind when it succeeds: the chosen configuration written as the next,
 validated revision of the recipe (the previous and the written text kept in the archive),
-pinned to the checkpoint it was measured on (``model.pins``, quantized or not), and marked in
+pinned to the checkpoint it was measured on (``model.pins``, quantized or not; a hub id to
+the commit measured), and marked in
 bold when an output-changing field changed without a quality gate.
 """
 
@@ -12,7 +13,7 @@ from model_optimizer.archive import RunArchive, utc_now
 from model_optimizer.archive.names import PREVIOUS_RECIPE, WRITTEN_RECIPE
 from model_optimizer.archive.versions import vllm_version
 from model_optimizer.measure import FIGURE_KEYS
-from model_optimizer.models.pins import served_pins
+from model_optimizer.models.pins import hub_pins, served_pins
 from model_optimizer.quality.config import changes_outputs, quality_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
@@ -81,7 +82,8 @@ def ungated_changes(loaded: LoadedRecipe, changes: dict) -> list[str]:
 def pin_changes(loaded: LoadedRecipe, changes: dict, output: Path) -> dict:
     """``model.pins`` for the checkpoint the revision serves when ``changes`` bring none: its
     SHA-256 (weights and config, hashed once per process, :mod:`models.pins`), itself as
-    the source. Nothing when it is not a local folder (a hub id) or is already pinned."""
+    the source; for a hub id, the commit its revision names in the local Hugging Face cache
+    (what was measured). Nothing when that is unknown or already pinned."""
     if ("model", "pins") in changes:
         return {}
     model = loaded.resolved["model"]
@@ -90,10 +92,20 @@ def pin_changes(loaded: LoadedRecipe, changes: dict, output: Path) -> dict:
         folder = Path(source) if Path(source).is_absolute() else output.resolve().parent / source
     else:
         source, folder = model["path"], Path(model_location(loaded.resolved, loaded.base_dir))
+        if not folder.is_absolute():  # a hub id
+            return _hub_pin_change(model, changes.get(("model", "revision"),
+                                                      model.get("revision")))
     if not (folder / "config.json").is_file():
         return {}
     pins = served_pins(folder, source, model.get("revision"))
     if (model.get("pins") or {}).get("sha256") == pins["sha256"]:
+        return {}
+    return {("model", "pins"): pins}
+
+
+def _hub_pin_change(model: dict, revision: str | None) -> dict:
+    pins = hub_pins(model["path"], revision)
+    if pins is None or (model.get("pins") or {}).get("commit") == pins["commit"]:
         return {}
     return {("model", "pins"): pins}
 

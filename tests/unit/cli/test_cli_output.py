@@ -39,6 +39,7 @@ def test_warnings_are_one_line_of_mopt_and_a_pipe_gets_whole_lines(tmp_path):
     folder = tmp_path / ("a-folder-with-a-long-name-" * 4)  # lines far over 80 columns
     folder.mkdir()
     recipe = recipe_with_unknown_flag(folder)
+    (tmp_path / "models" / "tiny-llama").mkdir(parents=True)  # no missing-model warning
     result = mopt("validate", str(recipe), cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
