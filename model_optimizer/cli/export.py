@@ -20,6 +20,7 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.export import FORMATS, ExportOptions, export_recipe
+from model_optimizer.export.schedule import DEFAULT_SCHEDULE
 
 
 @handle_errors
@@ -47,8 +48,12 @@ def export(
         min=0, help="kubernetes: also an Indexed Job of this many `mopt tune` workers on "
         "one PostgreSQL study (URL from the Secret <name>-tune-db).")] = 0,
     tune_image: Annotated[str, typer.Option(
-        help="Image of the tune workers (vLLM's image with mopt installed).")] =
-        "mopt-worker:latest",
+        help="Image of the tune workers and of the verification CronJob (vLLM's image "
+        "with mopt installed).")] = "mopt-worker:latest",
+    verify_schedule: Annotated[str, typer.Option(
+        "--verify-schedule", help="kubernetes, systemd: when the deployment re-verifies "
+        "itself (a CronJob / a timer running `mopt verify --url`), as cron (UTC), or "
+        "@daily, @weekly...; `off` for none.")] = DEFAULT_SCHEDULE,
     force: Annotated[bool, typer.Option(
         "--force", help="Export even a recipe whose model.pins do not match the checkpoint "
         "on disk, that was never validated (or whose validation did not resolve), or whose "
@@ -61,11 +66,13 @@ def export(
 ) -> None:
     """Write the recipe's server as deployment files: vllm (a `vllm serve --config` file, an
     env file and how to start it exactly as mopt does), compose, kubernetes (Deployment,
-    Service, optional HPA and tune workers' Job) or systemd. Refuses, unless --force, a
-    recipe whose model.pins do not match the checkpoint on disk, one never validated (or
-    whose validation did not resolve) and a hub model at a branch it cannot pin to a commit
-    (from the local Hugging Face cache, else the hub); never writes a secret; records the
-    export in an archive under the runs dir.
+    Service, optional HPA and tune workers' Job) or systemd; for kubernetes and systemd
+    also a scheduled `mopt verify --url` of the deployment (a CronJob, a timer) whose
+    archives stay on persistent storage. Refuses, unless --force, a recipe whose
+    model.pins do not match the checkpoint on disk, one never validated (or whose
+    validation did not resolve) and a hub model at a branch it cannot pin to a commit (from
+    the local Hugging Face cache, else the hub); never writes a secret; records the export
+    in an archive under the runs dir.
 
     Exit codes: 0 written; 2 bad input, a refusal above or a secret in the way.
     """
@@ -73,7 +80,7 @@ def export(
     options = ExportOptions(tuple(dict.fromkeys(formats)), port=port, force=force,
                             python=python, replicas=replicas, hpa_max=hpa_max,
                             queue_target=queue_target, tune_workers=tune_workers,
-                            tune_image=tune_image)
+                            tune_image=tune_image, verify_schedule=verify_schedule)
     outcome = export_recipe(loaded, to, runs_dir(runs_dir_opt), options)
     if as_json:
         print_json(outcome.to_dict())

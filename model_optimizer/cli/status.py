@@ -72,6 +72,11 @@ def _recipe_lines(status: Status, now: datetime) -> list[str]:
     if verification is not None:
         lines.append(f"verification: {verification['line']}"
                      + ("" if verification["here"] else " (not this environment)"))
+        events = verification.get("events") or []
+        if len(events) > 1:
+            lines.append(f"  the revision's last {len(events)} verifications:")
+            lines += [f"    {event['at'][:16].replace('T', ' ')}  {event['line']}"
+                      for event in events]
     pre = status.preflight or {}
     for label, items in (("refuses", pre.get("refusals")), ("warns", pre.get("warnings"))):
         lines += [f"preflight {label}: {item['file']}:{item['line']}: {item['path']}: "

@@ -94,6 +94,8 @@ class Deployment:
     labels: dict[str, str] = field(default_factory=dict)
     #: the problems ``--force`` exported over (``export/gates.py``)
     forced_over: list[str] = field(default_factory=list)
+    #: the variable holding the key mopt's load generator sends (``workload.api_key_env``)
+    api_key_env: str | None = None
 
     @property
     def on_cpu(self) -> bool:
@@ -173,6 +175,13 @@ def split_options(config: dict) -> tuple[dict, dict[str, str]]:
 def secret_variables(dep: Deployment) -> list[str]:
     """Variables the deployment's environment must supply, as the server reads them."""
     return list(dict.fromkeys([*dep.env_refs, *dep.arg_refs.values()]))
+
+
+def client_variables(dep: Deployment) -> list[str]:
+    """Variables a mopt process run against the deployment reads (a tune worker, a
+    scheduled verification): the server's, and the API key its requests carry."""
+    return list(dict.fromkeys([*dep.env_refs.values(), *dep.arg_refs.values(),
+                               *([dep.api_key_env] if dep.api_key_env else [])]))
 
 
 def check_no_secret_options(config: dict) -> None:
@@ -258,7 +267,8 @@ def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool 
         accelerators=spec.engine.tensor_parallel_size or 1,
         memory_gib=host_memory_gib(loaded, model, is_local),
         vllm_version=validated.get("vllm_version") or installed_vllm,
-        labels=pin_labels(loaded, commit), forced_over=problems)
+        labels=pin_labels(loaded, commit), forced_over=problems,
+        api_key_env=(loaded.resolved.get("workload") or {}).get("api_key_env") or None)
 
 
 def pinned_revision(spec: RecipeSpec, commit: str | None) -> dict[str, str]:

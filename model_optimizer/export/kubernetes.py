@@ -16,6 +16,14 @@ PostgreSQL study, the storage URL read from the Secret ``<name>-tune-db`` (key `
 never written in the file; the recipe travels in a ConfigMap. Each worker keeps its runs
 dir and its tuned recipe on the PersistentVolumeClaim ``<name>-tune-work`` (exported with
 it, ReadWriteMany: the workers run at once), so the archives outlive the pods.
+
+``verify-cronjob.yaml`` (unless ``--verify-schedule off``): a CronJob that runs ``mopt
+verify --url http://<name>:<port>`` against the Service on the schedule
+(``export/schedule.py``), one Job at a time (``concurrencyPolicy: Forbid``), in the tune
+workers' image, the recipe from a ConfigMap, the variables it reads from the Secret
+``<name>-env``; the archives and verdicts on the PersistentVolumeClaim
+``<name>-verify-runs`` (exported with it) at ``/runs``. A regression exits 4, the Job
+fails (no retry: a verdict is not a flake) and an alert on failed Jobs fires.
 """
 
 from __future__ import annotations
@@ -25,7 +33,13 @@ from pathlib import Path
 
 import yaml
 
-from model_optimizer.export.deployment import CONTAINER_CONFIG, Deployment, escape_dollars
+from model_optimizer.export.deployment import (
+    CONTAINER_CONFIG,
+    Deployment,
+    client_variables,
+    escape_dollars,
+)
+from model_optimizer.export.schedule import TIME_ZONE, VERIFY_DEADLINE_S, Schedule, verify_args
 from model_optimizer.recipe.security import one_line
 
 MANIFEST_FILE = "kubernetes.yaml"
@@ -43,6 +57,12 @@ QUEUE_SERIES = "vllm:num_requests_waiting"
 TUNE_WORK_SIZE = "20Gi"
 #: set by Kubernetes in each pod of an Indexed Job: the pod's index
 JOB_INDEX = "$(JOB_COMPLETION_INDEX)"
+VERIFY_CRONJOB_FILE = "verify-cronjob.yaml"
+#: where the scheduled verifications keep their archives (on ``<name>-verify-runs``)
+VERIFY_RUNS_DIR = "/runs"
+VERIFY_RUNS_SIZE = "5Gi"
+#: a verification is a load generator: no accelerator, a tokenizer and the requests' records
+VERIFY_RESOURCES = {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
 
 
 def annotations(dep: Deployment) -> dict[str, str]:
@@ -67,10 +87,10 @@ def _env(dep: Deployment) -> list[dict]:
 
 
 def _tune_env(dep: Deployment) -> list[dict]:
-    """A tune worker's environment: every variable its recipe reads (mopt expands the
-    ``${VAR}`` references itself when it launches a server)."""
-    names = dict.fromkeys([*dep.env_refs.values(), *dep.arg_refs.values()])
-    return [_secret(dep, var, var) for var in names]
+    """A tune worker's (or a verification's) environment: every variable its recipe reads
+    (mopt expands the ``${VAR}`` references itself when it launches a server), and the API
+    key its requests carry."""
+    return [_secret(dep, var, var) for var in client_variables(dep)]
 
 
 def _probe(dep: Deployment, failures: int) -> dict:
@@ -181,11 +201,46 @@ def tune_job(dep: Deployment, workers: int, recipe_text: str, image: str) -> lis
                     "parallelism": workers, "backoffLimit": workers,
                     "template": {"spec": {"restartPolicy": "Never",
                                           "containers": [container], "volumes": volumes}}}}
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": {"name": f"{dep.name}-tune-work"},
-             "spec": {"accessModes": ["ReadWriteMany"],
-                      "resources": {"requests": {"storage": TUNE_WORK_SIZE}}}}
+    claim = _claim(f"{dep.name}-tune-work", "ReadWriteMany", TUNE_WORK_SIZE)
     return [config_map(f"{dep.name}-recipe", "recipe.yaml", recipe_text), claim, job]
+
+
+def _claim(name: str, access: str, size: str) -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": [access], "resources": {"requests": {"storage": size}}}}
+
+
+def verify_cronjob(dep: Deployment, schedule: Schedule, recipe_text: str, image: str
+                   ) -> list[dict]:
+    """The recipe's ConfigMap, the runs claim and the CronJob of ``mopt verify --url``."""
+    volumes = [{"name": "recipe", "configMap": {"name": f"{dep.name}-verify-recipe"}},
+               {"name": "runs", "persistentVolumeClaim": {
+                   "claimName": f"{dep.name}-verify-runs"}}]
+    mounts = [{"name": "recipe", "mountPath": str(Path(CONTAINER_CONFIG).parent),
+               "readOnly": True}, {"name": "runs", "mountPath": VERIFY_RUNS_DIR}]
+    tokenizer = None
+    if dep.model_is_local:  # prompt lengths counted in the served model's tokenizer
+        volumes.append({"name": "model", "persistentVolumeClaim": {
+            "claimName": f"{dep.name}-model", "readOnly": True}})
+        mounts.append({"name": "model", "mountPath": dep.container_model, "readOnly": True})
+        tokenizer = dep.container_model
+    args = verify_args("/etc/mopt/recipe.yaml", f"http://{dep.name}:{dep.port}",
+                       VERIFY_RUNS_DIR, tokenizer)
+    container = {"name": "mopt-verify", "image": image, "command": ["mopt"],
+                 "args": escape_dollars(args), "env": _tune_env(dep),
+                 "resources": VERIFY_RESOURCES, "volumeMounts": mounts}
+    job = {"backoffLimit": 0, "activeDeadlineSeconds": VERIFY_DEADLINE_S,
+           "template": {"metadata": {"annotations": annotations(dep)},
+                        "spec": {"restartPolicy": "Never", "containers": [container],
+                                 "volumes": volumes}}}
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": f"{dep.name}-verify", "annotations": annotations(dep)},
+               "spec": {"schedule": schedule.cron, "timeZone": TIME_ZONE,
+                        "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
+                        "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+                        "jobTemplate": {"spec": job}}}
+    return [config_map(f"{dep.name}-verify-recipe", "recipe.yaml", recipe_text),
+            _claim(f"{dep.name}-verify-runs", "ReadWriteOnce", VERIFY_RUNS_SIZE), cronjob]
 
 
 def dump(documents: list[dict], header: str) -> str:
@@ -223,3 +278,18 @@ def render_tune_job(dep: Deployment, workers: int, recipe_text: str, image: str
               f"export.\n# First: kubectl create secret generic {dep.name}-tune-db "
               f"--from-literal=url=\"$DATABASE_URL\"\n")
     return {TUNE_JOB_FILE: dump(tune_job(dep, workers, recipe_text, image), header)}
+
+
+def render_verify_cronjob(dep: Deployment, schedule: Schedule, recipe_text: str, image: str
+                          ) -> dict[str, str]:
+    """``verify-cronjob.yaml``: the scheduled ``mopt verify --url`` of the deployment."""
+    header = (f"# mopt verify of {dep.name} on the schedule \"{schedule.cron}\" (UTC), "
+              "generated by mopt export.\n"
+              f"# Archives and verdicts stay on the claim {dep.name}-verify-runs "
+              f"({VERIFY_RUNS_DIR}).\n"
+              "# A regression exits 4 and fails the Job: alert on failed Jobs "
+              "(kube_job_status_failed).\n"
+              "# Copy the validating archive onto the claim to compare with intervals "
+              "(docs/production.md).\n")
+    return {VERIFY_CRONJOB_FILE: dump(verify_cronjob(dep, schedule, recipe_text, image),
+                                      header)}

@@ -27,6 +27,7 @@ from model_optimizer.export.deployment import (
     ExportError,
     build_deployment,
 )
+from model_optimizer.export.schedule import DEFAULT_SCHEDULE, OFF, Schedule, parse_schedule
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.secrets import is_secret_name, looks_like_token
@@ -53,6 +54,8 @@ class ExportOptions:
     queue_target: int = 4
     tune_workers: int = 0
     tune_image: str = TUNE_IMAGE
+    #: cron schedule of the deployment's own ``mopt verify --url`` (``off``: none)
+    verify_schedule: str = DEFAULT_SCHEDULE
 
 
 @dataclass
@@ -72,11 +75,19 @@ class ExportOutcome:
                 "forced_over": self.forced_over}
 
 
+def schedule_of(options: ExportOptions) -> Schedule | None:
+    """The checked verification schedule, None when ``off`` (UsageError on a bad one)."""
+    text = options.verify_schedule.strip()
+    return None if text.lower() == OFF else parse_schedule(text)
+
+
 def render_files(dep: Deployment, loaded: LoadedRecipe, folder: Path,
-                 options: ExportOptions) -> dict[str, str]:
+                 options: ExportOptions, runs_base: Path) -> dict[str, str]:
     """Every file of the asked formats, by name; the ``vllm`` files always (Compose and
-    systemd run them, Kubernetes holds the config in a ConfigMap)."""
+    systemd run them, Kubernetes holds the config in a ConfigMap); with a schedule, the
+    Kubernetes and systemd deployments' scheduled verification."""
     timeout = loaded.spec.engine.startup_timeout_s
+    schedule = schedule_of(options)
     files = vllm.render(dep, options.python)  # the config every other format runs
     if "compose" in options.formats:
         files |= compose.render(dep, timeout)
@@ -87,9 +98,23 @@ def render_files(dep: Deployment, loaded: LoadedRecipe, folder: Path,
         if options.tune_workers:
             files |= kubernetes.render_tune_job(dep, options.tune_workers,
                                                 loaded.source_text, options.tune_image)
+        if schedule:
+            files |= kubernetes.render_verify_cronjob(dep, schedule, loaded.source_text,
+                                                      options.tune_image)
     if "systemd" in options.formats:
         files |= systemd.render(dep, options.python, folder, timeout)
+        if schedule:
+            files |= systemd.render_verify(dep, sys.executable, recipe_file(loaded),
+                                           runs_base.resolve(), schedule)
     return files
+
+
+def recipe_file(loaded: LoadedRecipe) -> Path:
+    """The recipe file a systemd timer verifies (ExportError for a recipe with none)."""
+    if not loaded.path:
+        raise ExportError("the systemd verification timer verifies a recipe file, and this "
+                          "recipe has none; pass --verify-schedule off")
+    return Path(loaded.path).resolve()
 
 
 def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
@@ -116,6 +141,7 @@ def check_options(options: ExportOptions) -> None:
                           f"from {', '.join(FORMATS)} (--format may repeat)")
     if options.tune_workers and "kubernetes" not in options.formats:
         raise ExportError("--tune-workers writes a Kubernetes Job: add --format kubernetes")
+    schedule_of(options)
 
 
 def export_recipe(loaded: LoadedRecipe, folder: str | Path, runs_base: str | Path,
@@ -125,7 +151,7 @@ def export_recipe(loaded: LoadedRecipe, folder: str | Path, runs_base: str | Pat
     target = Path(folder).resolve()
     dep = build_deployment(loaded, options.port, options.force, vllm_version())
     forced_over = dep.forced_over
-    files = render_files(dep, loaded, target, options)
+    files = render_files(dep, loaded, target, options, Path(runs_base))
     check_no_secrets(files, environment_secrets())
     target.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -144,6 +170,7 @@ def _archive(loaded: LoadedRecipe, runs_base: str | Path, target: Path,
               "recipe_name": loaded.name, "recipe_revision": loaded.spec.revision,
               "folder": str(target), "formats": list(options.formats), "files": digests,
               "port": options.port, "forced_over": forced_over,
+              "verify_schedule": options.verify_schedule,
               "vllm_version": vllm_version()}
 
     def start(archive: RunArchive) -> None:

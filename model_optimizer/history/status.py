@@ -1,8 +1,9 @@
 """``mopt status``: where am I. The current recipe of a runs dir, the figures that validated
 its revision, how this machine differs from where they were measured (drift: vLLM,
 hardware, GPU driver, the pinned checkpoint's files), the latest verification of the
-revision (``mopt verify``), what the preflight says about launching it here, the last few
-runs, and what to run next: after drift, ``mopt verify`` until a verification here holds.
+revision (``mopt verify``, a scheduled one included) and its last few as events, what the
+preflight says about launching it here, the last few runs, and what to run next: after
+drift, ``mopt verify`` until a verification here holds.
 
 Reads only: the run index, the recipe file, this machine. Nothing is launched or written
 (the index is refreshed, as every reader of it does).
@@ -98,7 +99,8 @@ def _recipe_facts(current: CurrentRecipe, cwd: Path, status: Status, probe) -> o
 
 def latest_verification(root: Path, loaded) -> dict | None:
     """The revision's newest verification, with ``here``: measured in this environment
-    (vLLM, hardware, driver, checkpoint), so it decides ``apply --strict``."""
+    (vLLM, hardware, driver, checkpoint), so it decides ``apply --strict``; and ``events``,
+    the revision's last ``RECENT`` verifications (any environment), newest first."""
     found = of_revision(verifications(root, loaded.name), loaded.resolved)
     if not found:
         return None
@@ -106,7 +108,10 @@ def latest_verification(root: Path, loaded) -> dict | None:
     here = next((r for r in found if all(r.environment.get(k) == environment.get(k)
                                          for k in ENVIRONMENT_KEYS)), None)
     latest = here or found[0]
-    return {**latest.to_dict(), "line": latest.line(), "here": latest is here}
+    events = [{"at": r.at, "line": r.line(), "verdict": r.word, "id": r.id}
+              for r in found[:RECENT]]
+    return {**latest.to_dict(), "line": latest.line(), "here": latest is here,
+            "events": events}
 
 
 def _sweep_command(resolved: dict) -> str:

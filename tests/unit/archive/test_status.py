@@ -152,3 +152,43 @@ def test_an_abandoned_current_run_is_not_called_running(tmp_path):
     assert report.current.run_id == sealed.name
     assert report.current.untrusted == [f"{run.name} (does not verify: half written)"]
     assert "running" not in "\n".join(status_lines(report))
+
+
+def make_verification(runs, recipe, status: str, vllm: str, at: str):
+    """A sealed verification of ``recipe``'s revision, as `mopt verify` archives one."""
+    from model_optimizer.archive import RunArchive, utc_now
+    from model_optimizer.archive.entry import config_hash
+    from model_optimizer.recipe import load_recipe
+
+    loaded = load_recipe(recipe)
+    environment = {"vllm": vllm, "hardware": None, "driver": None, "checkpoint": None}
+
+    def start(archive):
+        archive.write_json("run.json", {"id": archive.id, "created_at": utc_now(),
+                                        "kind": "verify", "environment": environment,
+                                        "validated_run_id": "v1"})
+        archive.write_entry(created_at=utc_now(), recipe_name=loaded.name,
+                            recipe_revision=loaded.resolved["revision"],
+                            recipe_file=str(recipe), recipe_hash=config_hash(loaded.resolved),
+                            vllm_version=vllm)
+    archive = RunArchive.create(runs, f"{loaded.name}-verify", kind="verify", start=start)
+    archive.set_status(status, phase="finished", finished_at=at)
+    archive.close()
+    return archive.path
+
+
+def test_status_shows_the_revision_s_verifications_as_events(tmp_path):
+    recipe = validated_recipe(tmp_path)
+    runs = tmp_path / "runs"
+    make_run(runs, recipe)
+    held = make_verification(runs, recipe, "ok", "0.32.0", "2026-12-01T03:00:00Z")
+    regressed = make_verification(runs, recipe, "failed:regressed", "0.33.0",
+                                  "2026-12-02T03:00:00Z")
+    report = gather(runs, cwd=tmp_path, probe=CPU_ONLY)
+    events = report.verification["events"]
+    assert [(e["id"], e["verdict"]) for e in events] == [(regressed.name, "regressed"),
+                                                         (held.name, "holds")]
+    text = "\n".join(status_lines(report))
+    assert "the revision's last 2 verifications:" in text
+    assert f"2026-12-02 03:00  verified on vLLM 0.33.0: regressed ({regressed.name})" in text
+    assert f"verified on vLLM 0.32.0: holds ({held.name})" in text

@@ -171,6 +171,7 @@ def test_the_cli_writes_several_formats_and_refuses_an_unknown_one(tmp_path, mod
                              "-f", "systemd", "--runs-dir", str(tmp_path / "runs"), "--json"])
     assert ok.exit_code == 0, ok.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "mopt-tiny-export-verify.service", "mopt-tiny-export-verify.timer",
         "mopt-tiny-export.service", "serve.json", "serve.sh", "vllm.env", "vllm.yaml"]
     bad = runner.invoke(app, ["export", str(recipe), "--to", str(tmp_path / "p"), "-f", "helm",
                               "--runs-dir", str(tmp_path / "runs")])
