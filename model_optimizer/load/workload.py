@@ -7,12 +7,14 @@ million requests starts at once and holds a bounded window of prompts in memory.
 ``LOOKAHEAD`` items ahead of the client so fitting a long prompt does not stall the event
 loop that times the streams.
 
-The three forms (``workload.mix`` and ``workload.dataset`` exclude each other):
+The forms (``workload.mix``, ``workload.dataset`` and ``workload.trace`` exclude each other):
 
 - fixed: ``prompt_tokens`` / ``output_tokens`` / ``shared_prefix_tokens`` (no class);
 - mix: ``workload.mix`` classes (``mix``), prompts fitted to each drawn length;
 - dataset: ``workload.dataset`` (``load.dataset``), sampled with the workload seed with or
-  without replacement; every entry's length measured in the model's tokenizer up front.
+  without replacement; every entry's length measured in the model's tokenizer up front;
+- trace: ``workload.trace`` (``load.replay``): the trace's requests in arrival order, with
+  the schedule the client replays them at (``items.replay``).
 """
 
 from __future__ import annotations
@@ -137,6 +139,10 @@ def work_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | Non
     length = count or UNBOUNDED
     chat = workload.get("endpoint", "completions") == "chat"
     seed = int(workload.get("seed") or 0)
+    if workload.get("trace"):  # its own length: the trace's requests (load.replay)
+        from model_optimizer.load.replay import trace_items
+        return trace_items(workload, PromptSource(tokenizer_dir, 1, 0, seed), base_dir,
+                           max_model_len, prebuild)
     if workload.get("dataset"):
         source = PromptSource(tokenizer_dir, 1, 0, seed)
         items = measure_dataset(workload, source, base_dir, max_model_len)
@@ -300,6 +306,7 @@ def prepare_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | 
     if missing:
         items.close()
         where = (f"the dataset {workload['dataset']['path']}" if workload.get("dataset")
+                 else f"the trace {workload['trace']}" if workload.get("trace")
                  else "this workload")
         raise UsageError(f"slo.classes names {', '.join(missing)}, but no request of {where} "
                          f"has that class (classes: {', '.join(sorted(items.classes)) or 'none'})"
