@@ -122,3 +122,22 @@ def test_speed_factors(text, speed):
 def test_bad_speeds_are_usage_errors(text):
     with pytest.raises(UsageError, match="not a positive factor"):
         parse_speed(text)
+
+
+def test_a_recipes_trace_excludes_mix_and_dataset_and_checks_its_speed(tmp_path):
+    from model_optimizer.recipe import RecipeError, load_recipe
+    from tests.unit.recipe.conftest import VALID
+
+    path = tmp_path / "r.yaml"
+    path.write_text(VALID)
+    loaded = load_recipe(path, ["workload.trace=t.jsonl", "workload.trace_speed=2x",
+                                "slo.classes={chat: {ttft_p99_ms: 300}}"])
+    assert loaded.resolved["workload"]["trace_speed"] == "2x"  # classes: checked when read
+    both = tmp_path / "both.yaml"
+    both.write_text(VALID.replace("  prompt_tokens: 128\n", "  prompt_tokens: 128\n"
+                                  "  dataset: {path: p.jsonl}\n  trace: t.jsonl\n"))
+    with pytest.raises(RecipeError, match=r"both\.yaml:\d+:\d+: workload.trace: workload.trace "
+                                          "and workload.dataset exclude each other"):
+        load_recipe(both)
+    with pytest.raises(RecipeError, match="trace_speed"):
+        load_recipe(path, ["workload.trace=t.jsonl", "workload.trace_speed=fastx"])
