@@ -95,7 +95,8 @@ def apply_classes(metrics: dict[str, Any], records: list[Any], window_s: float |
     except for ``capped_requests``.
     """
     metrics["capped_requests"] = capped_requests(records)
-    metrics["cached_prompt_share"] = cached_prompt_share(records)
+    if (share := cached_prompt_share(records)) is not None:  # the server sent cached_tokens
+        metrics["cached_prompt_share"] = share
     steady = metrics.get("steady")
     bounds = (steady["start"], steady["end"]) if steady else None
     classes = summarize_classes(records, window_s, slo, names, bounds)

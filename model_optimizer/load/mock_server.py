@@ -29,6 +29,11 @@ generation request with a 307 to that URL; ``malformed_choices_every_n`` sends a
 ``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded);
 ``hostile`` names one fault of ``mock_hostile.FAULTS`` (``--mock-hostile``).
 
+Prefix caching (``mock_prefix``, on by default like vLLM's; ``--no-enable-prefix-caching``
+turns it off): ``vllm:prefix_cache_queries_total`` / ``_hits_total`` in ``/metrics``, and
+with ``prompt_tokens_details`` (``--enable-prompt-tokens-details``) each ``usage`` carries
+``prompt_tokens_details.cached_tokens``.
+
 Batching: with ``max_num_seqs`` set, at most that many requests generate at once and the rest
 wait (``vllm:num_requests_waiting``); a request's clock starts when it is admitted, so
 throughput grows with the batch up to ``max_num_seqs`` and then plateaus, like an engine.

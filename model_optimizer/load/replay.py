@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from model_optimizer.errors import UsageError
+from model_optimizer.load.items import PREBUILD, LazyItems, WorkItem
 from model_optimizer.load.stats import percentile
 from model_optimizer.load.trace import Trace, TraceEntry, parse_speed, read_trace
-from model_optimizer.load.workload import PREBUILD, LazyItems, WorkItem
 
 OUTPUT_INDEX = 1 << 40  # stand-in outputs draw their text apart from prompts
 WARMUP_INDEX = 1 << 41
