@@ -134,11 +134,12 @@ def effective_workload(recipe: Recipe, override: dict | None = None) -> dict:
     """The workload as run (the load's input; run.json): overrides applied, a null concurrency
     of a closed loop tied to max_num_seqs (the one place that rule is applied; searches and
     fakes call it). An open loop (a numeric request_rate) with a null concurrency stays
-    uncapped: every arrival is sent when it is due, as ``vllm bench serve`` does."""
+    uncapped: every arrival is sent when it is due, as ``vllm bench serve`` does; so does a
+    trace (``workload.trace``), replayed at its own arrival times."""
     spec = RecipeSpec.of(recipe)
     workload = {**spec.workload.to_dict(), **(override or {})}
     closed = parse_request_rate(workload.get("request_rate", "inf")) is None
-    if workload["concurrency"] is None and closed:
+    if workload["concurrency"] is None and closed and not workload.get("trace"):
         workload["concurrency"] = spec.engine.max_num_seqs or 1
     return workload
 

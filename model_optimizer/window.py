@@ -27,7 +27,9 @@ from model_optimizer.load.workload import LazyItems
 from model_optimizer.recipe import RecipeSpec
 from model_optimizer.recipe.render import Recipe
 from model_optimizer.telemetry import TelemetrySampler
-from model_optimizer.telemetry.histograms import scrape_histograms, window_delta
+from model_optimizer.telemetry.histograms import Histogram, parse_histograms, window_delta
+from model_optimizer.telemetry.prefix_cache import parse_prefix_cache, prefix_cache_window
+from model_optimizer.telemetry.prometheus import fetch_page
 
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
 DEFAULT_MIN_SUCCESS_RATE = 0.95
@@ -54,6 +56,8 @@ class RunRecords:
         self.series: list[dict] = []
         self.server_before: dict | None = None
         self.server_after: dict | None = None
+        self.prefix_before: dict | None = None  # vLLM's prefix-cache counters (tokens)
+        self.prefix_after: dict | None = None
         self.client_lag: dict | None = None
         self.warmup: dict | None = None
         self.load_average: dict[str, float | None] = {"before": None, "after": None}
@@ -91,7 +95,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
 
     def window_opens() -> None:
         measurement.load_average["before"] = load_average()
-        measurement.server_before = scrape_histograms(metrics_url)
+        measurement.server_before, measurement.prefix_before = scrape_window(metrics_url)
 
     with client_placed(placement):  # before the sampler starts: its thread inherits
         sampler = TelemetrySampler(metrics_url, server_pid, SAMPLE_INTERVAL_S,
@@ -106,11 +110,17 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
                 on_measure_start=window_opens)
         finally:
             outcome.telemetry_peaks = sampler.stop().peaks
-    measurement.server_after = scrape_histograms(metrics_url)
+    measurement.server_after, measurement.prefix_after = scrape_window(metrics_url)
     measurement.load_average["after"] = load_average()
     measurement.client_lag = result.client_lag
     measurement.warmup = result.warmup
     return result
+
+
+def scrape_window(metrics_url: str) -> tuple[dict[str, Histogram] | None, dict | None]:
+    """One `/metrics` page read for vLLM's histograms and its prefix-cache counters."""
+    page = fetch_page(metrics_url, 5.0)
+    return (None, None) if page is None else (parse_histograms(page), parse_prefix_cache(page))
 
 
 def effective_slo(recipe: Recipe) -> dict:
@@ -140,6 +150,9 @@ def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
     metrics["stopped_reason"] = stopped_reason
     metrics["ready_after_s"] = outcome.ready_after_s
     metrics.update(window_checks(measurement, workload, metrics.get("steady")))
+    replay = getattr(measurement.items, "replay", None)
+    if replay is not None:  # a trace: the replayed rate against the trace's (load.replay)
+        metrics["trace"] = replay.figures(measurement.records)
     outcome.metrics = metrics
 
 
@@ -157,6 +170,7 @@ def window_checks(measurement: RunRecords, workload: dict,
         "feed": feed(measurement.records, server, measurement.series, start, end,
                      workload.get("concurrency") if closed_loop else None),
         "client_lag": measurement.client_lag,
+        "prefix_cache": prefix_cache_window(measurement.prefix_before, measurement.prefix_after),
         "warmup": measurement.warmup,
         "load_average": dict(measurement.load_average),
     }

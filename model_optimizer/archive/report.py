@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from model_optimizer.shown import printable
+from model_optimizer.telemetry.prefix_cache import prefix_cache_line
 
 _LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
 
@@ -78,6 +79,31 @@ def check_lines(metrics: dict) -> list[str]:
         lines.append(f"client lag p50 {fmt(lag.get('client_lag_p50_ms'))} ms, p99 "
                      f"{fmt(lag.get('client_lag_p99_ms'))} ms; load average "
                      f"{fmt(load.get('before'), 2)} -> {fmt(load.get('after'), 2)}")
+    return lines + cache_and_trace_lines(metrics)
+
+
+def cache_and_trace_lines(metrics: dict) -> list[str]:
+    """The prefix-cache hit rate (vLLM's counters; per class from the responses' cached
+    tokens) and a replayed trace's rate against the trace's own."""
+    lines = []
+    if (line := prefix_cache_line(metrics.get("prefix_cache"))) is not None:
+        lines.append(line)
+    shares = {name: figures.get("cached_prompt_share")
+              for name, figures in (metrics.get("classes") or {}).items()}
+    if metrics.get("cached_prompt_share") is not None:
+        per_class = ", ".join(f"{name} {share:.0%}" for name, share in shares.items()
+                              if share is not None)
+        lines.append(f"prompt tokens cached per response (usage.prompt_tokens_details): "
+                     f"{metrics['cached_prompt_share']:.0%}"
+                     + (f"; {per_class}" if per_class else ""))
+    trace = metrics.get("trace")
+    if trace:
+        lines.append(
+            f"trace replayed at {trace['speed']:g}x: {trace['replayed_requests']} of "
+            f"{trace['trace_requests']} requests, {fmt(trace.get('replayed_rate_qps'), 2)} "
+            f"req/s sent against the trace's {fmt(trace.get('trace_rate_qps'), 2)} req/s "
+            f"(target {fmt(trace.get('target_rate_qps'), 2)}); sends late by p50 "
+            f"{fmt(trace.get('send_late_p50_ms'))} ms, p99 {fmt(trace.get('send_late_p99_ms'))} ms")
     return lines
 
 
@@ -123,7 +149,9 @@ def class_table(metrics: dict) -> list[str]:
 
 def workload_text(workload: dict) -> str:
     """One line saying what the requests were."""
-    if workload.get("dataset"):
+    if workload.get("trace"):
+        shape = f"trace {workload['trace']} at {workload.get('trace_speed') or 1}x"
+    elif workload.get("dataset"):
         shape = f"prompts from {workload['dataset']['path']}"
     elif workload.get("mix"):
         shape = "mix of " + ", ".join(workload["mix"])

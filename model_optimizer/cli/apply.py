@@ -112,6 +112,9 @@ def apply(
                          "`mopt verify` of this revision here holds.")] = False,
     force: ForceOption = False,
     as_json: JsonOption = False,
+    speed: Annotated[str | None, typer.Option(
+        "--speed", help="Replay workload.trace this much faster, e.g. 2x (the same as --set "
+                        "workload.trace_speed=2x).", show_default=False)] = None,
 ) -> None:
     """Launch vLLM from RECIPE, load-test it and archive the run under runs/.
 
@@ -135,6 +138,8 @@ def apply(
     if recipe is not None and is_fleet_file(recipe):
         apply_fleet_command(recipe, overrides, runs_dir_opt, as_json, print_outcome)
         return
+    if speed is not None:
+        overrides = [*(overrides or []), f"workload.trace_speed={speed}"]
     loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir,
                         runs_base=runs_dir(runs_dir_opt))

@@ -54,6 +54,8 @@ class WorkloadFlags:
     seed: int | None = None
     endpoint: str | None = None
     dataset: Path | None = field(default=None, metadata={"key": "dataset.path"})
+    trace: Path | None = None
+    speed: str | None = field(default=None, metadata={"key": "trace_speed"})
     api_key_env: str | None = None
     ignore_eos: bool | None = None
 
@@ -91,6 +93,11 @@ def bench(
     dataset: Annotated[Path | None, typer.Option(
         help="Prompt file (.jsonl, .csv, ShareGPT .json) instead of synthetic prompts.")]
     = None,
+    trace: Annotated[Path | None, typer.Option(
+        help="Request trace (JSONL with timestamps, see docs/workloads.md) replayed at its "
+             "own arrival times.")] = None,
+    speed: Annotated[str | None, typer.Option(
+        help="Replay the trace this much faster, e.g. 2x (0.5x: slower).")] = None,
     api_key_env: Annotated[str | None, typer.Option(
         help="Environment variable holding the server's API key (sent as a Bearer token; "
              "only the name is archived).")] = None,
@@ -111,7 +118,8 @@ def bench(
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
         num_requests=num_requests, duration_s=duration_s, request_rate=request_rate,
         warmup=warmup, shared_prefix=shared_prefix, seed=seed, endpoint=endpoint,
-        dataset=dataset, api_key_env=api_key_env, ignore_eos=ignore_eos)
+        dataset=dataset, trace=trace, speed=speed, api_key_env=api_key_env,
+        ignore_eos=ignore_eos)
     loaded = _load(recipe, flags, overrides)
     model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
                                                recipe_given=recipe is not None)
@@ -131,7 +139,11 @@ def bench(
 def _say_open_loop(workload: dict) -> None:
     """An open loop without a concurrency runs uncapped (runner.effective_workload): say so."""
     rate = parse_request_rate(workload.get("request_rate", "inf"))
-    if rate is not None and workload.get("concurrency") is None:
+    if workload.get("trace"):
+        err_console.print(f"replaying {workload['trace']} at its own arrival times "
+                          f"(speed {workload.get('trace_speed') or 1})", highlight=False,
+                          markup=False)
+    elif rate is not None and workload.get("concurrency") is None:
         err_console.print(f"open loop: {rate:g} requests/s arriving, no cap on requests in "
                           "flight (--concurrency N sets one)", highlight=False, markup=False)
 

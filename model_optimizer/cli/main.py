@@ -26,6 +26,7 @@ from model_optimizer.cli.tiny_model import tiny_model
 from model_optimizer.cli.tune import tune
 from model_optimizer.cli.validate import validate
 from model_optimizer.cli.verify import verify_command
+from model_optimizer.cli.workload import workload_app
 from model_optimizer.signals import ctrl_c_raises
 
 
@@ -61,6 +62,7 @@ app.command()(quantize)
 app.command()(optimize)
 app.command("tiny-model")(tiny_model)
 app.add_typer(runs_app, name="runs")
+app.add_typer(workload_app, name="workload")
 app.command()(diff)
 app.command()(rollback)
 app.command()(status)

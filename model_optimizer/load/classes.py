@@ -24,7 +24,8 @@ from model_optimizer.load.steady import finish_time, summarize_steady
 CLASS_FIGURES = ("requests", "completed", "failed", "qps", "goodput_qps", "good_requests",
                  "output_tok_s", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
                  "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "mean_prompt_tokens",
-                 "mean_output_tokens", "capped_requests", "slo_met", "slo_violations")
+                 "mean_output_tokens", "capped_requests", "cached_prompt_share", "slo_met",
+                 "slo_violations")
 
 
 def run_slo(slo: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -52,6 +53,16 @@ def capped_requests(records: Iterable[Any]) -> int:
                < _field(record, "requested_output_tokens"))
 
 
+def cached_prompt_share(records: Iterable[Any]) -> float | None:
+    """The share of completed requests' prompt tokens the server reported cached
+    (``usage.prompt_tokens_details.cached_tokens``); None when no response carried it."""
+    told = [(_field(r, "cached_prompt_tokens"), _field(r, "prompt_tokens")) for r in records
+            if _field(r, "ok") and _field(r, "cached_prompt_tokens") is not None
+            and _field(r, "prompt_tokens")]
+    total = sum(prompt for _, prompt in told)
+    return sum(cached for cached, _ in told) / total if total else None
+
+
 def summarize_classes(records: list[Any], window_s: float | None,
                       slo: Mapping[str, Any] | None,
                       names: Iterable[str] = (),
@@ -71,6 +82,7 @@ def summarize_classes(records: list[Any], window_s: float | None,
         summary["mean_prompt_tokens"] = _mean(_field(r, "prompt_tokens") for r in completed)
         summary["mean_output_tokens"] = _mean(_field(r, "output_tokens") for r in completed)
         summary["capped_requests"] = capped_requests(members)
+        summary["cached_prompt_share"] = cached_prompt_share(members)
         out[name] = {key: summary.get(key) for key in CLASS_FIGURES}
     return out
 
@@ -83,6 +95,8 @@ def apply_classes(metrics: dict[str, Any], records: list[Any], window_s: float |
     except for ``capped_requests``.
     """
     metrics["capped_requests"] = capped_requests(records)
+    if (share := cached_prompt_share(records)) is not None:  # the server sent cached_tokens
+        metrics["cached_prompt_share"] = share
     steady = metrics.get("steady")
     bounds = (steady["start"], steady["end"]) if steady else None
     classes = summarize_classes(records, window_s, slo, names, bounds)

@@ -11,6 +11,9 @@ throughput is steady (``load.warmup``), then the measured window:
 - ``request_rate: inf``: closed loop keeping ``concurrency`` requests in flight (None -> 1).
 - a number: open loop with seeded Poisson arrivals at that rate, capped at ``concurrency`` in
   flight when it is set (a capped arrival waits for a free slot), uncapped when it is None.
+- a trace (``prompts.replay``, ``load.replay``): each request sent at its own offset after
+  the window opens (capped at ``concurrency`` when set); sending ends with the trace
+  (``duration_s`` does not apply), and the warm-up sends the replay's own warm-up prompts.
 
 The window opens when the first measured request is sent and closes when the last finishes:
 ``num_requests`` and ``duration_s`` bound only the *sending*; requests in flight at the
@@ -95,13 +98,14 @@ class _LoadRun:
         self.workload = workload
         self.model = model
         self.prompts = prompts
+        self.replay = getattr(prompts, "replay", None)  # a trace's schedule (load.replay)
         self.url = api_url(base_url, workload.get("endpoint", "completions"))
         self.headers = api_headers(workload, base_url)  # Bearer, or Basic from the URL
         self.chat = workload.get("endpoint", "completions") == "chat"
         self.rate = parse_request_rate(workload.get("request_rate", "inf"))
         self.concurrency = workload.get("concurrency")
-        if self.concurrency is None and self.rate is None:
-            self.concurrency = 1
+        if self.concurrency is None and self.rate is None and self.replay is None:
+            self.concurrency = 1  # a closed loop without a concurrency (a trace is open)
         self.timeout_s = float(workload.get("request_timeout_s") or 300)
         self.idle_s = idle_timeout(workload)
         self.warmup_count = int(workload.get("warmup_requests") or 0)
@@ -170,9 +174,11 @@ class _LoadRun:
         duration_s = self.workload.get("duration_s")
         if self.workload.get("target_half_width") and duration_s is not None:
             duration_s = self.workload.get("max_duration_s") or DEFAULT_MAX_DURATION_S
-        if duration_s is not None:
+        if duration_s is not None and self.replay is None:
             self.deadline_perf = self.window_start_perf + float(duration_s)
         count = self.workload.get("num_requests")
+        if self.replay is not None:
+            count = len(self.replay.offsets)
         await self._phase(warmup=False, count=count, rate=self.rate,
                           deadline=self.deadline_perf)
 
@@ -207,7 +213,10 @@ class _LoadRun:
         index = 0
         while count is None or index < count:
             deadline = self.warmup_deadline_perf if warmup else self.deadline_perf
-            if rate is not None:
+            if self.replay is not None and not warmup:  # the trace's own arrival times
+                next_arrival = self.window_start_perf + self.replay.offsets[index]
+                await asyncio.sleep(max(0.0, next_arrival - self.clock.perf()))
+            elif rate is not None:
                 if index:
                     next_arrival += rng.expovariate(rate)
                 wake = next_arrival if deadline is None else min(next_arrival, deadline)
@@ -230,7 +239,10 @@ class _LoadRun:
 
     def _launch(self, index: int, warmup: bool) -> None:
         position = index if warmup else self.warmup_count + index
-        prompt = self.prompts[position % len(self.prompts)]
+        if self.replay is not None:  # the trace's requests, never cycled; its own warm-ups
+            prompt = self.replay.warmup_item(index) if warmup else self.prompts[index]
+        else:
+            prompt = self.prompts[position % len(self.prompts)]
         # sent now, inside the deadline just checked (its task may first run after the close)
         task = asyncio.create_task(self._request_task(index, warmup, prompt,
                                                       self.clock.perf()))

@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from model_optimizer.load.mock_prefix import prompt_words
+
 
 def count_prompt_tokens(body: dict[str, Any]) -> int:
     """The mock's prompt length: token ids counted, else whitespace-separated words."""
@@ -57,6 +59,7 @@ class Job:
                                  or self.config.default_max_tokens)
         bos = 1 if self.config.bos_token and not chat else 0  # as its /tokenize counts
         self.prompt_tokens = count_prompt_tokens(body) + bos
+        self.cached_tokens = app.prefix_cache.lookup(prompt_words(body))
         self.request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
         self.response: web.StreamResponse | None = None
         self.created = int(time.time())
@@ -75,8 +78,11 @@ class Job:
 
     def _usage(self) -> dict[str, Any]:
         completion = str(self.output_tokens) if self.config.string_usage else self.output_tokens
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + self.output_tokens}
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+                 "total_tokens": self.prompt_tokens + self.output_tokens}
+        if self.config.prompt_tokens_details:  # vLLM: --enable-prompt-tokens-details
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def _ready_at(self, token_index: int) -> float:
         return self.arrived + self.config.ttft_s + token_index * self.config.itl_s

@@ -29,6 +29,11 @@ generation request with a 307 to that URL; ``malformed_choices_every_n`` sends a
 ``no_newlines`` streams chunks that never end a line (the SSE buffer must stay bounded);
 ``hostile`` names one fault of ``mock_hostile.FAULTS`` (``--mock-hostile``).
 
+Prefix caching (``mock_prefix``, on by default like vLLM's; ``--no-enable-prefix-caching``
+turns it off): ``vllm:prefix_cache_queries_total`` / ``_hits_total`` in ``/metrics``, and
+with ``prompt_tokens_details`` (``--enable-prompt-tokens-details``) each ``usage`` carries
+``prompt_tokens_details.cached_tokens``.
+
 Batching: with ``max_num_seqs`` set, at most that many requests generate at once and the rest
 wait (``vllm:num_requests_waiting``); a request's clock starts when it is admitted, so
 throughput grows with the batch up to ``max_num_seqs`` and then plateaus, like an engine.
@@ -64,6 +69,7 @@ from aiohttp import web
 
 from model_optimizer.load import mock_hostile, mock_tokenize
 from model_optimizer.load.mock_answer import Job, count_prompt_tokens, error_body
+from model_optimizer.load.mock_prefix import PrefixCache
 
 _TOKENIZE_PATHS = ("/tokenize", "/detokenize")  # guarded too: stricter than vLLM's /v1 only
 
@@ -94,6 +100,8 @@ class MockConfig:
     tokenize_endpoint: bool = True    # serve /tokenize and /detokenize
     vocab_size: int = 512             # of the mock's word tokenizer
     bos_token: bool = False           # completions prompts get <s> (counted in usage)
+    prefix_caching: bool = True       # vLLM's default (mock_prefix); counted in /metrics
+    prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
 
 
 @dataclass
@@ -116,6 +124,7 @@ class MockApp:
     def __init__(self, config: MockConfig) -> None:
         self.config = config
         self.counters = MockCounters()
+        self.prefix_cache = PrefixCache(config.prefix_caching)
         self._batch: asyncio.Semaphore | None = None
 
     def build(self) -> web.Application:
@@ -171,6 +180,8 @@ class MockApp:
             ("prompt_tokens", "counter", "_total", counters.prompt_tokens),
             ("generation_tokens", "counter", "_total", counters.generation_tokens),
             ("request_success", "counter", "_total", counters.succeeded),
+            ("prefix_cache_queries", "counter", "_total", self.prefix_cache.queries),
+            ("prefix_cache_hits", "counter", "_total", self.prefix_cache.hits),
         ]
         lines = []
         for name, kind, suffix, value in series:
@@ -372,6 +383,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mock-die-after", type=int, default=0)
     parser.add_argument("--mock-capacity", type=int, default=0)
     parser.add_argument("--mock-hostile", choices=tuple(mock_hostile.FAULTS), default=None)
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                        default=True)
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true")
     parser.add_argument("--mock-engine-core", choices=("none", "group", "setsid"),
                         default="none")
     args, _ignored = parser.parse_known_args(argv)
@@ -398,7 +412,9 @@ def main(argv: list[str] | None = None) -> None:
                         tokens_per_chunk=args.tokens_per_chunk, fail_every_n=args.fail_every,
                         fail_status=args.fail_status, drop_every_n=args.drop_every,
                         max_num_seqs=args.max_num_seqs, capacity=args.mock_capacity,
-                        die_after_n=args.mock_die_after, hostile=args.mock_hostile)
+                        die_after_n=args.mock_die_after, hostile=args.mock_hostile,
+                        prefix_caching=args.enable_prefix_caching,
+                        prompt_tokens_details=args.enable_prompt_tokens_details)
     core = start_engine_core(args.mock_engine_core)
     if core is not None:
         print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)

@@ -90,6 +90,7 @@ class RequestRecord:
     requested_output_tokens: int | None = None
     content_reads: int | None = None  # distinct socket reads that carried content chunks
     read_lag_s: float | None = None  # the client's worst event-loop lag while it was in flight
+    cached_prompt_tokens: int | None = None  # prompt tokens the server found cached, if told
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -343,3 +344,14 @@ def fill_timings(record: RequestRecord, state: StreamState,
         plausible = usage_problem(state.usage, record.requested_output_tokens) is None
         record.output_tokens = output if plausible else None
         record.prompt_tokens = prompt if plausible and _count(prompt) else None
+        record.cached_prompt_tokens = cached_tokens(state.usage, record.prompt_tokens)
+
+
+def cached_tokens(usage: Mapping[str, Any], prompt_tokens: int | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` when the server sent it (vLLM only with
+    ``--enable-prompt-tokens-details``) and it is a count within the prompt; else None."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if prompt_tokens is None or not _count(cached) or cached > prompt_tokens:
+        return None
+    return cached

@@ -7,12 +7,14 @@ million requests starts at once and holds a bounded window of prompts in memory.
 ``LOOKAHEAD`` items ahead of the client so fitting a long prompt does not stall the event
 loop that times the streams.
 
-The three forms (``workload.mix`` and ``workload.dataset`` exclude each other):
+The forms (``workload.mix``, ``workload.dataset`` and ``workload.trace`` exclude each other):
 
 - fixed: ``prompt_tokens`` / ``output_tokens`` / ``shared_prefix_tokens`` (no class);
 - mix: ``workload.mix`` classes (``mix``), prompts fitted to each drawn length;
 - dataset: ``workload.dataset`` (``load.dataset``), sampled with the workload seed with or
-  without replacement; every entry's length measured in the model's tokenizer up front.
+  without replacement; every entry's length measured in the model's tokenizer up front;
+- trace: ``workload.trace`` (``load.replay``): the trace's requests in arrival order, with
+  the schedule the client replays them at (``items.replay``).
 """
 
 from __future__ import annotations
@@ -21,111 +23,17 @@ import base64
 import contextlib
 import os
 import random
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from model_optimizer.errors import UsageError
 from model_optimizer.httpcall import basic_auth_header
 from model_optimizer.load.dataset import DatasetEntry, read_dataset
+from model_optimizer.load.items import PREBUILD, LazyItems, WorkItem
 from model_optimizer.mix import MixSampler, parse_mix
 
-PREBUILD = 1024
-LOOKAHEAD = 1024
 UNBOUNDED = 10**9  # length of a duration-bound load's sequence (never reached)
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    """One request to send: text (completions) or chat messages, and its lengths."""
-
-    prompt: str | list[dict[str, str]]
-    output_tokens: int
-    request_class: str | None = None
-    prompt_tokens: int | None = None  # as the server counts them, when known
-    #: what a client of a routed fleet labels the request with (``fleet.router``): the model
-    #: name it asks for (None: the run's) and tags sent as ``"tags"`` in the body
-    model: str | None = None
-    tags: tuple[str, ...] = ()
-
-
-class LazyItems(Sequence):
-    """A sequence whose items are built on demand, ahead of the reader, within bounds."""
-
-    def __init__(self, length: int, build: Callable[[int], WorkItem], *,
-                 prebuild: int = PREBUILD, lookahead: int = LOOKAHEAD) -> None:
-        if length < 1:
-            raise ValueError("a load needs at least one request")
-        self._length, self._build, self._lookahead = length, build, lookahead
-        self._cache: dict[int, WorkItem] = {}
-        self._cond = threading.Condition()
-        self._read_up_to = 0
-        self._closed = False
-        self._error: BaseException | None = None
-        for index in range(min(length, prebuild)):
-            self._cache[index] = build(index)
-        self._next = min(length, prebuild)
-        self._building: int | None = None
-        self.classes: set[str] = set()  # class names the items can carry
-        self._thread: threading.Thread | None = None
-        if self._next < length:
-            self._thread = threading.Thread(target=self._produce, name="mopt-prompts",
-                                            daemon=True)
-            self._thread.start()
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: int) -> WorkItem:  # type: ignore[override]
-        if not isinstance(index, int):
-            raise TypeError("LazyItems takes integer indices")
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        with self._cond:
-            self._read_up_to = max(self._read_up_to, index)
-            self._cond.notify_all()
-            while index not in self._cache and index == self._building and self._error is None:
-                self._cond.wait(0.5)
-            item = self._cache.get(index)
-            self._evict()
-        return item if item is not None else self._build(index)
-
-    def close(self) -> None:
-        """Stop the background builder (idempotent)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _evict(self) -> None:
-        floor = self._read_up_to - self._lookahead
-        if floor > 0 and len(self._cache) > 2 * self._lookahead:
-            for key in [k for k in self._cache if k < floor]:
-                del self._cache[key]
-
-    def _produce(self) -> None:
-        while True:
-            with self._cond:
-                while (not self._closed and self._next < self._length
-                       and self._next > self._read_up_to + self._lookahead):
-                    self._cond.wait()
-                if self._closed or self._next >= self._length:
-                    return
-                index = self._building = self._next
-            try:
-                item = self._build(index)
-            except BaseException as exc:  # the reader rebuilds inline and sees it raise
-                with self._cond:
-                    self._error, self._building = exc, None
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                self._cache[index] = item
-                self._next, self._building = index + 1, None
-                self._cond.notify_all()
 
 
 def work_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | None, *,
@@ -137,6 +45,10 @@ def work_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | Non
     length = count or UNBOUNDED
     chat = workload.get("endpoint", "completions") == "chat"
     seed = int(workload.get("seed") or 0)
+    if workload.get("trace"):  # its own length: the trace's requests (load.replay)
+        from model_optimizer.load.replay import trace_items
+        return trace_items(workload, PromptSource(tokenizer_dir, 1, 0, seed), base_dir,
+                           max_model_len, prebuild)
     if workload.get("dataset"):
         source = PromptSource(tokenizer_dir, 1, 0, seed)
         items = measure_dataset(workload, source, base_dir, max_model_len)
@@ -300,6 +212,7 @@ def prepare_items(workload: Mapping[str, Any], tokenizer_dir: str, count: int | 
     if missing:
         items.close()
         where = (f"the dataset {workload['dataset']['path']}" if workload.get("dataset")
+                 else f"the trace {workload['trace']}" if workload.get("trace")
                  else "this workload")
         raise UsageError(f"slo.classes names {', '.join(missing)}, but no request of {where} "
                          f"has that class (classes: {', '.join(sorted(items.classes)) or 'none'})"

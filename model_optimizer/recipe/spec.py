@@ -148,6 +148,8 @@ class WorkloadSpec(_Spec):
     shared_prefix_tokens: int = 0
     mix: dict[str, MixClassSpec] | None = None
     dataset: DatasetSpec | None = None
+    trace: str | None = None
+    trace_speed: Number | str = 1
     concurrency: int | None = None
     request_rate: Number | Literal["inf"] = "inf"
     num_requests: int | None = None

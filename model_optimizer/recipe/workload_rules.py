@@ -7,7 +7,8 @@ read, before the load starts (``load.workload``), because that needs the model's
 
 from __future__ import annotations
 
-from model_optimizer.errors import Diagnostic
+from model_optimizer.errors import Diagnostic, UsageError
+from model_optimizer.load.trace import parse_speed
 from model_optimizer.mix import MixError, parse_mix
 from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.yamlsource import SourceMap
@@ -27,9 +28,9 @@ def workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 def longest_request(workload: dict) -> tuple[int, int] | None:
     """(prompt, output) tokens of the longest request a synthetic workload sends.
 
-    None for a dataset (its lengths are known once it is read with the tokenizer).
+    None for a dataset or a trace (their lengths are known once read with the tokenizer).
     """
-    if workload.get("dataset"):
+    if workload.get("dataset") or workload.get("trace"):
         return None
     if workload.get("mix"):
         classes = parse_mix(workload["mix"])
@@ -40,6 +41,16 @@ def longest_request(workload: dict) -> tuple[int, int] | None:
 
 def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     workload = recipe["workload"]
+    if workload.get("trace") and (workload.get("mix") or workload.get("dataset")):
+        other = "mix" if workload.get("mix") else "dataset"
+        return [smap.diagnostic(("workload", "trace"), f"workload.trace and workload.{other} "
+                                "exclude each other", "keep one: a trace brings its own prompts "
+                                "and arrival times")]
+    if workload.get("trace"):
+        try:
+            parse_speed(workload.get("trace_speed") or 1)
+        except UsageError as exc:
+            return [smap.diagnostic(("workload", "trace_speed"), str(exc))]
     if workload.get("mix") and workload.get("dataset"):
         return [smap.diagnostic(("workload", "dataset"), "workload.mix and workload.dataset "
                                 "exclude each other", "keep one: synthetic classes or a file")]
@@ -75,15 +86,16 @@ def length_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 def _class_slo_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     workload, classes = recipe["workload"], dict(recipe["slo"].get("classes") or {})
     known = list(workload.get("mix") or {})
+    labelled = workload.get("dataset") or workload.get("trace")  # labels checked when read
     for section in ("tune", "sweep"):
         wanted = recipe[section].get("objective_class")
-        if wanted is not None and wanted not in known and not workload.get("dataset"):
+        if wanted is not None and wanted not in known and not labelled:
             return [smap.diagnostic((section, "objective_class"),
                                     f"no class '{wanted}' in workload.mix",
                                     did_you_mean(wanted, known) or "define the class in "
                                     "workload.mix (or use a dataset with class labels)")]
-    if not classes or workload.get("dataset"):
-        return []  # a dataset's labels are checked when it is read
+    if not classes or labelled:
+        return []  # a dataset's or a trace's labels are checked when it is read
     if not workload.get("mix"):
         return [smap.diagnostic(("slo", "classes"), "slo.classes needs request classes",
                                 "define them in workload.mix, or use a dataset with class "

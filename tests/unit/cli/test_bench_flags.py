@@ -19,7 +19,10 @@ EVERY_FLAG = {"prompt_tokens": (64, 64), "output_tokens": (8, 8), "concurrency":
               "seed": (7, 7), "endpoint": ("chat", "chat"), "dataset": (DATASET, str(DATASET)),
               "api_key_env": ("MY_KEY", "MY_KEY"), "ignore_eos": (False, False)}
 KEYS = {"warmup": "warmup_requests", "shared_prefix": "shared_prefix_tokens",
-        "dataset": "dataset.path"}
+        "dataset": "dataset.path", "speed": "trace_speed"}
+TRACE = ROOT / "examples" / "traces" / "sessions.jsonl"
+#: the trace's flags: a trace excludes a dataset, so they are given on their own
+TRACE_FLAGS = {"trace": (TRACE, str(TRACE)), "speed": ("2x", "2x")}
 
 
 def resolved(workload: dict, key: str) -> object:
@@ -29,7 +32,7 @@ def resolved(workload: dict, key: str) -> object:
 
 
 def test_every_flag_sets_its_workload_key():
-    assert set(EVERY_FLAG) == {f.name for f in fields(WorkloadFlags)}
+    assert set(EVERY_FLAG) | set(TRACE_FLAGS) == {f.name for f in fields(WorkloadFlags)}
     flags = WorkloadFlags(**{name: given for name, (given, _) in EVERY_FLAG.items()})
     overrides = flags.overrides()
     assert [item.split("=", 1)[0] for item in overrides] == [
@@ -37,6 +40,14 @@ def test_every_flag_sets_its_workload_key():
     assert "workload.ignore_eos=false" in overrides
     workload = load_recipe_text(_BARE_RECIPE, "<bench flags>", overrides).resolved["workload"]
     for name, (_, expected) in EVERY_FLAG.items():
+        assert resolved(workload, KEYS.get(name, name)) == expected, name
+
+
+def test_the_trace_flags_set_the_trace_and_its_speed():
+    flags = WorkloadFlags(**{name: given for name, (given, _) in TRACE_FLAGS.items()})
+    workload = load_recipe_text(_BARE_RECIPE, "<bench flags>",
+                                flags.overrides()).resolved["workload"]
+    for name, (_, expected) in TRACE_FLAGS.items():
         assert resolved(workload, KEYS.get(name, name)) == expected, name
 
 

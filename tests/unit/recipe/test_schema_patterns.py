@@ -23,7 +23,8 @@ def patterns(node: object) -> set[str]:
 SAMPLES = {"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$": "tiny", "^[0-9a-f]{64}$": "a" * 64,
            "^[A-Za-z_][A-Za-z0-9_]*$": "HF_TOKEN", "^[A-Za-z0-9_.-]{1,64}$": "short",
            "^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$": "w4a16",
-           "^[0-9A-Za-z._+-]+$": "580.159.04", "^[0-9a-f]{40}$": "b" * 40}
+           "^[0-9A-Za-z._+-]+$": "580.159.04", "^[0-9a-f]{40}$": "b" * 40,
+           "^[0-9]+(\\.[0-9]+)?x$": "2.5x"}
 
 
 def test_every_schema_pattern_refuses_a_final_newline():
