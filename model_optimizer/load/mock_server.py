@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -94,6 +95,7 @@ class MockConfig:
     tokenize_endpoint: bool = True    # serve /tokenize and /detokenize
     vocab_size: int = 512             # of the mock's word tokenizer
     bos_token: bool = False           # completions prompts get <s> (counted in usage)
+    answers: dict[str, str] = field(default_factory=dict)  # prompt -> scripted answer text
 
 
 @dataclass
@@ -371,11 +373,20 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mock-fail-start", default=None)
     parser.add_argument("--mock-die-after", type=int, default=0)
     parser.add_argument("--mock-capacity", type=int, default=0)
+    parser.add_argument("--mock-answers", default=None,
+                        help="JSON file {prompt: answer}: scripted non-streamed answers")
     parser.add_argument("--mock-hostile", choices=tuple(mock_hostile.FAULTS), default=None)
     parser.add_argument("--mock-engine-core", choices=("none", "group", "setsid"),
                         default="none")
     args, _ignored = parser.parse_known_args(argv)
     return args
+
+
+def _answers(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        return {str(k): str(v) for k, v in json.load(handle).items()}
 
 
 def start_engine_core(mode: str) -> subprocess.Popen | None:
@@ -398,7 +409,8 @@ def main(argv: list[str] | None = None) -> None:
                         tokens_per_chunk=args.tokens_per_chunk, fail_every_n=args.fail_every,
                         fail_status=args.fail_status, drop_every_n=args.drop_every,
                         max_num_seqs=args.max_num_seqs, capacity=args.mock_capacity,
-                        die_after_n=args.mock_die_after, hostile=args.mock_hostile)
+                        die_after_n=args.mock_die_after, hostile=args.mock_hostile,
+                        answers=_answers(args.mock_answers))
     core = start_engine_core(args.mock_engine_core)
     if core is not None:
         print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)
