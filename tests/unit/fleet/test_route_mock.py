@@ -148,3 +148,20 @@ def test_route_refuses_what_it_cannot_judge(tmp_path, tiny_model_dir):
     recipe.write_text("recipe_version: 1\nname: r\n")
     not_fleet = runner.invoke(app, ["route", str(recipe)])
     assert not_fleet.exit_code == 2 and "not a fleet" in not_fleet.output
+
+
+def test_an_instance_that_does_not_start_writes_nothing_and_exits_3(tmp_path, tiny_model_dir,
+                                                                   monkeypatch):
+    monkeypatch.setattr(factory, "VllmEngine", lambda: MockEngine(
+        fail_start="torch.OutOfMemoryError: CUDA out of memory"))
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet_doc(tiny_model_dir, write_eval_set(tmp_path)),
+                                   sort_keys=False))
+    given = path.read_text()
+    result = CliRunner().invoke(app, ["route", str(path), "--fast", "fast", "--runs-dir",
+                                      str(tmp_path / "runs"), "--json"])
+    assert result.exit_code == 3, result.output
+    printed = json.loads(result.stdout)
+    assert printed["failure"].startswith("the precise instance's eval failed")
+    assert printed["revision"] is None and printed["candidate_run"] is None
+    assert path.read_text() == given
