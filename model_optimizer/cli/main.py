@@ -18,6 +18,7 @@ from model_optimizer.cli.plan import plan
 from model_optimizer.cli.quantize import quantize
 from model_optimizer.cli.report import report
 from model_optimizer.cli.rollback import rollback
+from model_optimizer.cli.route import route
 from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
 from model_optimizer.cli.status import status
@@ -52,6 +53,7 @@ app.command()(validate)
 app.command()(show)
 app.command()(plan)
 app.command()(apply)
+app.command()(route)
 app.command()(bench)
 app.command("eval")(eval_command)
 app.command()(capacity)

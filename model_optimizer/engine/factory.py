@@ -78,7 +78,8 @@ class MockEngine(VllmEngine):
     engine's. ``fail_start`` is printed as the log before exiting 1 (a vLLM message there is
     classified like vLLM's own); ``die_after`` exits when that request arrives;
     ``engine_core`` starts a child in the group (``group``) or in its own session (``setsid``);
-    ``capacity`` caps the batch whatever max_num_seqs says (a throughput knee to find).
+    ``capacity`` caps the batch whatever max_num_seqs says (a throughput knee to find);
+    ``answers`` scripts an instance's answers by its served name (quality evals on the mock).
     """
 
     ttft_ms: float = 0.0
@@ -88,16 +89,20 @@ class MockEngine(VllmEngine):
     die_after: int = 0
     engine_core: str = "none"
     capacity: int = 0
+    answers: tuple[tuple[str, str], ...] = ()  # (served name, JSON file {prompt: answer})
 
     def command(self, recipe: Recipe, base_dir: Path | None, port: int) -> EngineCommand:
         """The mock server with the recipe's vLLM flags (it ignores those it does not model)."""
-        mock = ["--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms),
+        options = engine_options(recipe, base_dir, port)
+        served = dict(options).get("served-model-name")
+        mock = [f"--mock-answers={file}" for name, file in self.answers if name == served]
+        mock += ["--ttft-ms", str(self.ttft_ms), "--itl-ms", str(self.itl_ms),
                 "--mock-startup-s", str(self.startup_s), "--mock-die-after", str(self.die_after),
                 "--mock-engine-core", self.engine_core, "--mock-capacity", str(self.capacity)]
         if self.fail_start:
             mock += ["--mock-fail-start", self.fail_start]
         argv = [sys.executable, "-m", MOCK_SERVER_MODULE,
-                *options_to_argv(engine_options(recipe, base_dir, port)), *mock]
+                *options_to_argv(options), *mock]
         return EngineCommand(argv, server_env(recipe))
 
 

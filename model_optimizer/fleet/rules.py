@@ -6,7 +6,9 @@ on one port; no two engines on one core, and no core the machine lacks; every ro
 instance exists; a route's class is one the workload has; a class routed twice, or a rule
 the router can never reach (a length rule below every prompt of its class, a second rule of
 the same threshold), cannot match; a class with no rule and no fallback is routed nowhere;
-tag and length rules are not mixed under one model name (the router would apply both).
+tag and length rules are not mixed under one model name (the router would apply both); a
+``routing_evidence`` block (written by ``mopt route``) names instances the fleet has, and
+every class goes where it says (a routing table edited by hand no longer agrees).
 Shares (:func:`share_rules`, on the members as served): GPU ``gpu_memory_utilization``
 summing over 1, CPU KV space over the machine's memory.
 """
@@ -46,7 +48,8 @@ def prompt_ranges(workload: dict) -> dict[str, tuple[int, int]]:
 def structure_rules(fleet: dict, smap: SourceMap) -> list[Diagnostic]:
     """Every instance, port, core and routing problem of a resolved fleet document."""
     out: list[Diagnostic] = []
-    for rule in (_instance_rules, _port_rules, _core_rules, _route_rules, _class_rules):
+    for rule in (_instance_rules, _port_rules, _core_rules, _route_rules, _class_rules,
+                 _evidence_rules):
         try:
             out.extend(rule(fleet, smap))
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -232,6 +235,32 @@ def _class_rules(fleet: dict, smap: SourceMap) -> list[Diagnostic]:
                                            "nowhere: no rule names it and there is no "
                                            "fallback", f"add a route for '{name}', or set "
                                            "router.fallback", prefer_key=True))
+    return out
+
+
+def _evidence_rules(fleet: dict, smap: SourceMap) -> list[Diagnostic]:
+    """The routing table against the measured precision routing it was written from."""
+    evidence = fleet.get("routing_evidence")
+    if not evidence:
+        return []
+    names, out = list(fleet["instances"]), []
+    for role in ("fast", "precise"):
+        if evidence[role] not in names:
+            out.append(smap.diagnostic(("routing_evidence", role), f"no instance "
+                                       f"'{evidence[role]}'", "run `mopt route` again"))
+    router = fleet["router"]
+    routes = {item["class"]: Route.of(i, item) for i, item in enumerate(router["routes"])}
+    for name, found in evidence["classes"].items():
+        route = routes.get(name)
+        relies = route is None or route.by == BY_FALLBACK
+        goes = router.get("fallback") if relies else route.to
+        if goes == found["to"]:
+            continue
+        here = ("router", "fallback") if relies else ("router", "routes", route.index, "to")
+        out.append(smap.diagnostic(here, f"class '{name}' goes to '{goes}' here, but "
+                                   f"routing_evidence routes it to '{found['to']}' from "
+                                   "measured quality: the table was changed by hand",
+                                   "run `mopt route` again, or delete routing_evidence"))
     return out
 
 

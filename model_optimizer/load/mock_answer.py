@@ -48,6 +48,18 @@ def _token_text(first: int, end: int) -> str:
     return "".join(f" t{index}" for index in range(first, end))
 
 
+def scripted_text(answers: dict[str, str], body: dict, chat: bool) -> str | None:
+    """The scripted answer to a prompt (a chat's last message), when ``answers`` has one."""
+    if not answers:
+        return None
+    if chat:
+        messages = body.get("messages") or [{}]
+        key = messages[-1].get("content") if isinstance(messages[-1], dict) else None
+    else:
+        key = body.get("prompt")
+    return answers.get(key) if isinstance(key, str) else None
+
+
 class Job:
     """One generation request being answered."""
 
@@ -96,7 +108,9 @@ class Job:
     async def whole(self) -> web.Response:
         """A non-streamed answer after the full generation time."""
         await _sleep_until(self._ready_at(self.output_tokens - 1))
-        text = _token_text(0, self.output_tokens)
+        text = scripted_text(self.config.answers, self.body, self.chat)
+        if text is None:
+            text = _token_text(0, self.output_tokens)
         if self.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text},
                       "finish_reason": "length"}

@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -102,6 +103,7 @@ class MockConfig:
     bos_token: bool = False           # completions prompts get <s> (counted in usage)
     prefix_caching: bool = True       # vLLM's default (mock_prefix); counted in /metrics
     prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
+    answers: dict[str, str] = field(default_factory=dict)  # prompt -> scripted answer text
 
 
 @dataclass
@@ -382,6 +384,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mock-fail-start", default=None)
     parser.add_argument("--mock-die-after", type=int, default=0)
     parser.add_argument("--mock-capacity", type=int, default=0)
+    parser.add_argument("--mock-answers", default=None,
+                        help="JSON file {prompt: answer}: scripted non-streamed answers")
     parser.add_argument("--mock-hostile", choices=tuple(mock_hostile.FAULTS), default=None)
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                         default=True)
@@ -390,6 +394,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         default="none")
     args, _ignored = parser.parse_known_args(argv)
     return args
+
+
+def _answers(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        return {str(k): str(v) for k, v in json.load(handle).items()}
 
 
 def start_engine_core(mode: str) -> subprocess.Popen | None:
@@ -414,7 +425,8 @@ def main(argv: list[str] | None = None) -> None:
                         max_num_seqs=args.max_num_seqs, capacity=args.mock_capacity,
                         die_after_n=args.mock_die_after, hostile=args.mock_hostile,
                         prefix_caching=args.enable_prefix_caching,
-                        prompt_tokens_details=args.enable_prompt_tokens_details)
+                        prompt_tokens_details=args.enable_prompt_tokens_details,
+                        answers=_answers(args.mock_answers))
     core = start_engine_core(args.mock_engine_core)
     if core is not None:
         print(f"mock engine core pid {core.pid} ({args.mock_engine_core})", flush=True)

@@ -10,6 +10,9 @@
 - :mod:`~model_optimizer.quality.compare`, :mod:`~model_optimizer.quality.gate`: the
   comparison with a baseline and the thresholds' verdict.
 - :mod:`~model_optimizer.quality.evaluate`: one archived eval (launch or ``--url``).
+- :mod:`~model_optimizer.quality.classgate`, :mod:`~model_optimizer.quality.precision`,
+  :mod:`~model_optimizer.quality.fleet_route`: the gate per eval-set class, the precision
+  routing rule, and ``mopt route`` (a fleet's routing table from measured quality).
 - :mod:`~model_optimizer.quality.api`: :func:`evaluate` and :func:`gate` for other commands.
 """
 

@@ -84,8 +84,8 @@ class EvalResult:
                 "accuracy": mean(per_repeat) if per_repeat else None,
                 "accuracy_per_repeat": per_repeat,
                 "accuracy_spread": spread(per_repeat) if per_repeat else None,
-                "accuracy_by_class": {c: mean(mean(r) for r in self.accuracy(c) if r)
-                                      for c in self.classes()},
+                "accuracy_by_class": {c: mean(found) for c in self.classes()
+                                      if (found := [mean(r) for r in self.accuracy(c) if r])},
                 "lm_eval": {s.task: {"metric": s.metric, "value": s.value, "stderr": s.stderr}
                             for s in self.lm_eval}}
 

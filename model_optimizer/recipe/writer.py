@@ -149,32 +149,40 @@ def _set(data: CommentedMap, path: tuple, value: object) -> None:
         node.insert(0, key, _commented(value))
 
 
-def _drop_validated(data: CommentedMap) -> None:
-    """Remove the ``validated`` block; the comments after it stay where they were."""
+def _drop_block(data: CommentedMap, key: str) -> None:
+    """Remove the top-level block ``key``; the comments after it stay where they were."""
     keys = list(data)
-    index = keys.index("validated")
-    closing = _take_comment(data["validated"])
+    index = keys.index(key)
+    closing = _take_comment(data[key])
     if index > 0 and not _put_comment(data[keys[index - 1]], closing) and closing:
         slot = data.ca.items.setdefault(keys[index - 1], [None, None, None, None])
         slot[2] = closing
-    del data["validated"]
+    del data[key]
 
 
-def _replace_validated(data: CommentedMap, validated: dict | None) -> None:
-    """The ``validated`` block replaced where it is (its closing comment kept), else added
-    at the end under a note; dropped when ``validated`` is None."""
-    if validated is None:
-        if "validated" in data:
-            _drop_validated(data)
+def replace_block(data: CommentedMap, key: str, value: dict | None) -> None:
+    """The top-level block ``key`` (one only mopt writes, e.g. ``validated``) replaced where
+    it is (its closing comment kept), else added at the end under a note; dropped when
+    ``value`` is None."""
+    if value is None:
+        if key in data:
+            _drop_block(data, key)
         return
-    block = _commented(validated)
-    if "validated" not in data:
-        data["validated"] = block
-        data.yaml_set_comment_before_after_key("validated", before="\n" + MOPT_NOTE)
+    block = _commented(value)
+    if key not in data:
+        data[key] = block
+        data.yaml_set_comment_before_after_key(key, before="\n" + MOPT_NOTE)
         return
-    closing = _take_comment(data["validated"])
-    data["validated"] = block
+    closing = _take_comment(data[key])
+    data[key] = block
     _put_comment(block, closing)
+
+
+def round_trip(text: str) -> tuple[YAML, CommentedMap]:
+    """``text`` loaded for a round trip that keeps its comments, order, quoting and flow
+    style, with the ruamel instance that writes it back the same way."""
+    rt = _round_trip(text)
+    return rt, rt.load(text)
 
 
 def render_revision(text: str, changes: dict[tuple, object], validated: dict | None) -> str:
@@ -185,7 +193,7 @@ def render_revision(text: str, changes: dict[tuple, object], validated: dict | N
     data = rt.load(text)
     for path, value in changes.items():
         _set(data, path, value)
-    _replace_validated(data, validated)
+    replace_block(data, "validated", validated)
     out = io.StringIO()
     rt.dump(data, out)
     text = out.getvalue()
