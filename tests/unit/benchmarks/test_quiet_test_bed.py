@@ -13,7 +13,8 @@ def test_blocks_are_mirrored_round_by_round():
     assert bed.block_order(["unplaced", "auto"], 3) == [
         "unplaced", "auto", "auto", "unplaced", "unplaced", "auto"]
     order = bed.block_order(list(bed.ARMS), 2)
-    assert order == ["unplaced", "auto", "old-auto", "old-auto", "auto", "unplaced"]
+    assert order == ["unplaced", "auto", "float", "old-auto",
+                     "old-auto", "float", "auto", "unplaced"]
     assert all(order.count(arm) == 2 for arm in bed.ARMS)
 
 
@@ -26,7 +27,7 @@ class Proc:
 
 
 def test_each_arm_places_what_it_names():
-    placed = Placement("auto", (0,), (1,), (1,))
+    placed = Placement("auto", (0,), (1,), (1,), pin_engine=True, keep_workers=True)
     tree = [Proc(43, "VLLM::EngineCore"), Proc(44, "VLLM::Worker")]
     pinned = {}
     for arm in bed.ARMS:
@@ -38,6 +39,9 @@ def test_each_arm_places_what_it_names():
             process.return_value.children.return_value = tree
             bed.place_arm(arm, 42, placed)
         unplace.assert_called_once_with(42)               # every arm starts from nothing
-        pinned[arm] = sorted(c.args[0] for c in [*pin.call_args_list,
-                                                  *pin_auto.call_args_list])
-    assert pinned == {"unplaced": [], "auto": [42], "old-auto": [42, 43]}  # never the worker
+        pinned[arm] = sorted((c.args[0], tuple(c.args[1])) for c in
+                             [*pin.call_args_list, *pin_auto.call_args_list])
+    assert pinned == {"unplaced": [],                          # never the worker (44)
+                      "auto": [(42, (1,)), (43, (0,))],        # the engine core beside it
+                      "float": [(42, (1,))],                   # the engine core floats
+                      "old-auto": [(42, (1,)), (43, (1,))]}    # beside the API server
