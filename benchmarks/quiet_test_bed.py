@@ -5,7 +5,8 @@ blocks, consecutive steady-state windows of mopt's closed-loop load (``--duratio
 concurrency c) are measured either *unplaced* (API server, engine core and client on every
 core) or *placed* (what ``placement: auto`` does: API server and client on the core vLLM
 reserves, the engine core beside vLLM's worker, which keeps its own OpenMP binding),
-switched between blocks with ``os.sched_setaffinity``. The block order alternates so slow drift falls on both sides.
+switched between blocks with ``os.sched_setaffinity``. The block order alternates so slow
+drift falls on both sides.
 
 ``--arms unplaced,auto,float,old-auto`` adds the earlier ``auto``s: ``float`` (until
 2026-12-05: the engine core floating) and ``old-auto`` (until 2026-12-03: the API server and
