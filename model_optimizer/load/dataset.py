@@ -68,17 +68,25 @@ def detect_format(path: Path, given: str | None = None) -> str:
                          "workload.dataset.format")
     return found
 
+def bounded_input(path: str | Path, limit: int, what: str, knob: str, smaller: str) -> Path:
+    """``path`` as a Path once it is a file no larger than ``limit`` bytes; otherwise a
+    UsageError naming the file, the recipe ``knob`` that names it and the fix (``smaller``:
+    how to make it fit). The one rule for an input file mopt reads whole."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: {what} not found; check {knob} "
+                         "(relative paths start at the recipe's folder)")
+    size = path.stat().st_size
+    if size > limit:
+        raise UsageError(f"{path}: {size / 2**20:.0f} MiB is over the {limit // 2**20} MiB "
+                         f"limit for a {what}; {smaller}")
+    return path
+
+
 
 def read_dataset(path: str | Path, fmt: str | None = None) -> list[DatasetEntry]:
     """Every entry of the prompt file at ``path`` (see the module docstring)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: dataset file not found; check workload.dataset.path "
-                         "(relative paths start at the recipe's folder)")
-    size = path.stat().st_size
-    if size > MAX_DATASET_BYTES:
-        raise UsageError(f"{path}: {size / 2**20:.0f} MiB is over the "
-                         f"{MAX_DATASET_BYTES // 2**20} MiB limit for a dataset file; "
+    path = bounded_input(path, MAX_DATASET_BYTES, "dataset file", "workload.dataset.path",
                          "sample it down first")
     fmt = detect_format(path, fmt)
     try:

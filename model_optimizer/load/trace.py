@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from model_optimizer.errors import UsageError
-from model_optimizer.load.dataset import CLASS_NAME
+from model_optimizer.load.dataset import CLASS_NAME, bounded_input
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_TRACE_LINES = 1_000_000
@@ -98,15 +98,8 @@ def parse_speed(value: Any) -> float:
 
 def read_trace(path: str | Path) -> Trace:
     """The trace at ``path`` (see the module docstring), sorted by arrival."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: trace file not found; check workload.trace "
-                         "(relative paths start at the recipe's folder)")
-    size = path.stat().st_size
-    if size > MAX_TRACE_BYTES:
-        raise UsageError(f"{path}: {size / 2**20:.0f} MiB is over the "
-                         f"{MAX_TRACE_BYTES // 2**20} MiB limit for a trace; cut it into "
-                         "shorter spans first")
+    path = bounded_input(path, MAX_TRACE_BYTES, "trace file", "workload.trace",
+                         "cut it into shorter spans first")
     raw = _read_lines(path)
     if not raw:
         raise UsageError(f"{path}: the trace holds no requests; add at least one line like "
