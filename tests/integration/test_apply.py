@@ -27,6 +27,7 @@ ARCHIVE_FILES = {"status.json", "run.json", "recipe.given.yaml", "recipe.resolve
                  "engine.log", "requests.jsonl", "telemetry.jsonl", "metrics.json", "report.md"}
 
 
+@pytest.mark.quiet  # its warm-up must stream every round: beside two engines it went 3 s dry
 def test_apply_tiny_cpu_end_to_end(tiny_model, tmp_path):
     runs = tmp_path / "runs"
     result = run_mopt("apply", str(TINY_RECIPE), "--runs-dir", str(runs), "--json")
