@@ -31,6 +31,8 @@ from model_optimizer.sweep.model import RELATIVE_RESOLUTION, Point, relative_gri
 
 PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
 PHASE_DOWN, PHASE_NARROW = "scan-down", "narrow"
+#: narrowing rounds a live sweep allows (its budget usually ends them first)
+NARROW_ROUNDS = 12
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
     choice_resolved,
     cut_range_note,
+    decision_record,
     distinct,
     noise_note,
     quality_failures,
@@ -53,6 +54,7 @@ from model_optimizer.sweep.decide import (
 )
 from model_optimizer.sweep.fit import Knee
 from model_optimizer.sweep.fitscan import (
+    NARROW_ROUNDS,
     cut_knee,
     fitted_choice,
     knee_record,
@@ -95,6 +97,7 @@ class SweepState(SearchState):
     ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
     knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
     strict: bool = False                # refuse to write a choice that is not resolved
+    budget: float | None = None         # minutes for the search and the re-measurement
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""
@@ -229,17 +232,19 @@ class SweepRunner:
         self._remeasure()
 
     def _remeasure(self) -> None:
-        """Measure the top candidates again, interleaved (A B A B), before choosing."""
+        """Measure the top candidates again, interleaved (A B A B), one pair at a time, until
+        the choice's margin is shown or the budget is spent (``sweep/decide.py``)."""
         config = self.state.config
         if config.categorical or self.state.strategy == "probe-fit":
             return
-        rounds = self.settings.remeasure_rounds
-        while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
+        while plan := remeasure_plan(config.plateau_threshold, self.state.history,
+                                     self.settings.remeasure_rounds):
             used = sum(point.launches for point in self.state.history)
             if (config.max_launches is not None and used >= config.max_launches) \
-                    or self.session.out_of_time(self.settings.max_minutes):
-                self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
-                                      f"the budget ({used} launches used)", "budget")
+                    or self.session.out_of_time(self.state.budget):
+                self._record_decision(None, PHASE_REMEASURE, f"re-measurement stopped by the "
+                                      f"budget ({used} launches, "
+                                      f"{self.session.elapsed() / 60:.1f} min used)", "budget")
                 return
             partner = next((v for v in plan if v != plan[0]), None)
             if partner is None:  # the last window of a round: its partner was measured last
@@ -269,10 +274,10 @@ class SweepRunner:
             return self._fit_search()
         while True:
             decision = next_value(self.state.config, self.state.history)
-            out_of_time = self.session.out_of_time(self.settings.max_minutes)
+            out_of_time = self.session.out_of_time(self.state.budget)
             if decision.value is None or out_of_time:
                 reason = decision.reason if decision.value is None else (
-                    f"time budget of {self.settings.max_minutes} min spent")
+                    f"time budget of {self.state.budget} min spent")
                 self._record_decision(None, decision.phase, reason, decision.stop_rule
                                       or "budget")
                 return
@@ -286,9 +291,10 @@ class SweepRunner:
         config, minutes = self.state.config, (self.loaded.spec.workload.duration_s or 20) / 60
         while (step := next_step(self.state.history, int(round_value(config, config.start)),
                                  int(config.max), config.plateau_threshold,
-                                 rounds=self.settings.remeasure_rounds + 1,
+                                 rounds=NARROW_ROUNDS if self.settings.remeasure_rounds
+                                 is None else self.settings.remeasure_rounds + 1,
                                  window_minutes=minutes)).value is not None:
-            if self.session.out_of_time(self.settings.max_minutes):
+            if self.session.out_of_time(self.state.budget):
                 break
             reason = f"{step.phase} level {step.value} (every window feeds the fitted curve)"
             self._record_decision(step.value, step.phase, reason, None)
@@ -383,7 +389,7 @@ class SweepRunner:
             return f"{note}; NOT RESOLVED: {confirmation['shortfall']}"
         return note + ("" if self.state.knee else noise_note(
             self.state.config, self.state.history, self.state.confirmations,
-            self.state.objective))
+            self.state.objective, self.session.elapsed() / max(len(self.state.history), 1)))
 
     def _confirm(self, candidate: Point) -> dict:
         done = [c for c in self.state.confirmations if c["value"] == candidate.value]
@@ -418,7 +424,10 @@ class SweepRunner:
                                                 chosen.value},
             figures, by=KIND, output=Path(self.state.output), quality=quality,
             knee=knee_record(self.state.knee), resolved=resolved,
-            load_average=load_summary(self.state.load_samples))
+            load_average=load_summary(self.state.load_samples),
+            decision=None if self.state.knee else decision_record(
+                self.state.config, self.state.history, self.state.confirmations, resolved,
+                self.state.objective))
 
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
@@ -441,7 +450,8 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=sweep_objective(loaded.spec),
         output=str(output or loaded.path), model_config=model_config_path,
-        strategy=strategy, strategy_reason=why, strict=flags.strict)
+        strategy=strategy, strategy_reason=why, strict=flags.strict,
+        budget=flags.budget if flags.budget is not None else loaded.spec.sweep.budget)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
     return SweepRunner(session, measure, engine_factory).run()
