@@ -63,7 +63,7 @@ def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
     ``budget_min`` simulated minutes searching and re-measuring (the sweep's budget)."""
     bench = Bench(curve, noise, seed)
     if strategy == "probe-fit" and not curve.categorical:
-        return run_fitted(bench, seed)
+        return run_fitted(bench, seed, budget_min)
     config = sweep_config(curve, relative_resolution=relative_resolution)
     measure: Callable[[object, str], Point] = bench.relaunch_point
     failed = None

@@ -111,6 +111,13 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
     return FitStep(None, None, knee)
 
 
+def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
+                window_minutes: float = 1 / 3, seed: int = 0) -> Knee | None:
+    """The knee over every window measured so far (a scan its budget stopped mid-way)."""
+    return knee_of(history, _range(history, coarse_levels(start, ceiling))[0], threshold,
+                   window_minutes, seed)
+
+
 def knee_of(history: Sequence[Point], usable: list[int], threshold: float,
             window_minutes: float, seed: int = 0) -> Knee | None:
     """The knee over the fine grid up to the largest acceptable level."""

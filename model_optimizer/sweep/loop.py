@@ -10,7 +10,6 @@ the history, a resumed sweep ends exactly where an uninterrupted one would have.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, failed_status, utc_now
@@ -35,9 +34,7 @@ from model_optimizer.search.scan import confirmation_problems
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.search.session import (
     EventCallback,
-    RevisionOutcome,
     SearchSession,
-    SearchState,
     load_summary,
     read_search_archive,
 )
@@ -58,6 +55,7 @@ from model_optimizer.sweep.fitscan import (
     cut_knee,
     fitted_choice,
     knee_record,
+    knee_so_far,
     next_step,
     windows_of,
 )
@@ -65,9 +63,9 @@ from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objectiv
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
+from model_optimizer.sweep.state import SweepOutcome, SweepState, point_of
 from model_optimizer.sweep.strategy import (
     Point,
-    SweepConfig,
     choose,
     fallback_candidates,
     next_value,
@@ -76,70 +74,6 @@ from model_optimizer.sweep.strategy import (
 KIND = "sweep"
 #: measures one value: (the recipe with the value applied, the value) -> its measurement
 Measure = Callable[[LoadedRecipe, object], Measurement]
-
-
-@dataclass(kw_only=True)
-class SweepState(SearchState):
-    """Everything needed to resume: the sweep's inputs and what was measured so far."""
-
-    config: SweepConfig
-    tie_concurrency: bool
-    objective: str
-    history: list[Point] = field(default_factory=list)
-    decisions: list[dict] = field(default_factory=list)
-    figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> latest figures
-    step_figures: list[dict] = field(default_factory=list)  # one per history entry, in order
-    confirmations: list[dict] = field(default_factory=list)
-    strategy: str = "relaunch"          # relaunch | probe-scan (as resolved at the start)
-    strategy_reason: str = ""
-    server_launches: int = 0            # probe-scan: launches of the scan server
-    scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
-    ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
-    knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
-    strict: bool = False                # refuse to write a choice that is not resolved
-    budget: float | None = None         # minutes for the search and the re-measurement
-
-    def to_dict(self) -> dict:
-        """JSON form for state.json."""
-        return {**super().to_dict(), "config": self.config.to_dict(),
-                "history": [p.to_dict() for p in self.history]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> SweepState:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{**data, "config": SweepConfig.from_dict(data["config"]),
-                      "history": [Point.from_dict(p) for p in data["history"]]})
-
-
-@dataclass
-class SweepOutcome(RevisionOutcome):
-    """How a sweep ended (``exit_code``: 0 when a recipe revision was written, 4 when no
-    value met the SLOs, 130 interrupted)."""
-
-    status: str
-    archive: Path
-    sweep_id: str
-    chosen: Point | None = None
-    reason: str = ""
-    written: Path | None = None
-    figures: dict = field(default_factory=dict)
-    resolved: bool | None = None  # the verdict on the written choice (None: nothing written)
-
-    def to_dict(self) -> dict:
-        """JSON-ready summary."""
-        return {"status": self.status, "sweep_id": self.sweep_id, "archive": str(self.archive),
-                "chosen": self.chosen.to_dict() if self.chosen else None, "reason": self.reason,
-                "written": str(self.written) if self.written else None, "figures": self.figures,
-                "resolved": self.resolved}
-
-
-def point_of(value: object, phase: str, measured: Measurement) -> Point:
-    """The strategy's record of one measured value."""
-    return Point(value=value, phase=phase, status=measured.status,
-                 metric_samples=measured.samples, slo_met=measured.slo_met,
-                 preemptions=measured.preemptions, failure_kind=measured.failure_kind,
-                 launches=len(measured.run_ids), run_ids=measured.run_ids,
-                 half_width=measured.half_width)
 
 
 class SweepRunner:
@@ -300,9 +234,11 @@ class SweepRunner:
             self._record_decision(step.value, step.phase, reason, None)
             self._emit_step(step.value, step.phase, reason)
             self._measure_step(step.value, step.phase)
-        knee = cut_knee(step.knee, windows_of(self.state.history, minutes),
-                        self.state.ceiling_failed, config.plateau_threshold) \
-            if step.value is None and step.knee else None
+        found = step.knee if step.value is None else knee_so_far(
+            self.state.history, int(round_value(config, config.start)), int(config.max),
+            config.plateau_threshold, window_minutes=minutes)   # the budget stopped it
+        knee = cut_knee(found, windows_of(self.state.history, minutes),
+                        self.state.ceiling_failed, config.plateau_threshold) if found else None
         self.state.knee = knee.to_dict() if knee else None
         self._record_decision(None, None, knee.verdict() if knee else
                               "too few acceptable windows to fit a curve", None)
