@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
+from model_optimizer.errors import RecipeError
 from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import FIGURE_KEYS, Figures
 from model_optimizer.plan import fits
 from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
-from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe.overrides import parse_overrides
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.telemetry import cpu_flags
 
@@ -44,11 +46,13 @@ class Measurement:
 
 
 def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
-    """``loaded`` with more ``--set`` overrides applied (validated like the file)."""
-    step = load_recipe_text(loaded.source_text, str(loaded.path),
-                            list(loaded.overrides) + extra_overrides)
-    step.path = loaded.path
-    return step
+    """Deprecated: ``loaded`` with more ``--set`` texts applied. Use
+    ``loaded.varied({"engine.max_num_seqs": 64}, source=...)``: typed values, no text.
+    Kept only until ``sweep/loop.py`` calls ``varied`` itself."""
+    variations, problems = parse_overrides(extra_overrides)
+    if problems:
+        raise RecipeError(problems)
+    return loaded.with_variations(variations)
 
 
 def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None:

@@ -12,7 +12,13 @@ from model_optimizer.archive.run import RunArchive, utc_now
 from model_optimizer.archive.versions import collect_versions
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.secrets import redact_argv, redact_env, redact_override, redact_text
+from model_optimizer.secrets import (
+    redact_argv,
+    redact_env,
+    redact_override,
+    redact_text,
+    redact_value,
+)
 from model_optimizer.telemetry import hardware_label, hardware_seen
 
 
@@ -38,13 +44,17 @@ def write_start(archive: RunArchive, loaded: LoadedRecipe | None, extra: dict, *
 
 
 def _recipe_fields(loaded: LoadedRecipe | None) -> dict:
-    """run.json's recipe file, name, revision and (redacted) overrides."""
+    """run.json's recipe file, name, revision, (redacted) ``--set`` overrides, and the
+    values mopt varied itself (``varied``: key, value, source; a sweep's value, a flag)."""
     if loaded is None:
         return {"recipe_file": "", "recipe_name": None, "recipe_revision": None,
-                "overrides": []}
+                "overrides": [], "varied": []}
     return {"recipe_file": str(loaded.path or ""), "recipe_name": loaded.name,
             "recipe_revision": loaded.spec.revision,
-            "overrides": [redact_override(item) for item in loaded.overrides]}
+            "overrides": [redact_override(item) for item in loaded.overrides],
+            "varied": [{**item.to_dict(),
+                        "value": redact_value(item.path[-1], item.value)}
+                       for item in loaded.varied_values]}
 
 
 def scrub_log(path: Path, known: list[str]) -> None:

@@ -39,6 +39,8 @@ from model_optimizer.cli.progress import RunProgress
 from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.fleet import is_fleet_file
 from model_optimizer.history.drift import check_drift
+from model_optimizer.recipe import Variation
+from model_optimizer.recipe.overrides import parse_value
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.shown import printable
 from model_optimizer.signals import terminate_as_interrupt
@@ -139,7 +141,9 @@ def apply(
         apply_fleet_command(recipe, overrides, runs_dir_opt, as_json, print_outcome)
         return
     if speed is not None:
-        overrides = [*(overrides or []), f"workload.trace_speed={speed}"]
+        overrides = [*(overrides or []), Variation(
+            "workload.trace_speed", parse_value("workload.trace_speed", speed),
+            "mopt apply --speed")]
     loaded = load_chosen(recipe, overrides, "apply", as_json, runs_dir_opt)
     drift = check_drift(loaded.resolved, strict=strict, base_dir=loaded.base_dir,
                         runs_base=runs_dir(runs_dir_opt))

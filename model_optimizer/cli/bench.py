@@ -22,32 +22,34 @@ from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.endpoint import endpoint_model
 from model_optimizer.cli.progress import RunProgress
 from model_optimizer.load import parse_request_rate
-from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe, Variation, load_recipe, load_recipe_text
+from model_optimizer.recipe.overrides import parse_value
 from model_optimizer.runner import bench_endpoint
 from model_optimizer.signals import terminate_as_interrupt
 
 _BARE_RECIPE = "recipe_version: 1\nname: bench\nmodel: {path: endpoint}\n"
 
 
-def _flag_text(value: object) -> str:
-    """A flag's value as ``--set`` text (booleans as YAML, paths absolute)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
+def _flag_value(key: str, value: object) -> object:
+    """A flag's value as the recipe value it sets: paths absolute, text typed as the key's
+    schema types it (``--request-rate 2.5`` is 2.5, ``inf`` stays ``inf``)."""
     if isinstance(value, Path):
         return str(value.expanduser().resolve())
-    return str(value)
+    if isinstance(value, str):
+        return parse_value(key, value)
+    return value
 
 
 @dataclass(frozen=True)
 class WorkloadFlags:
     """``mopt bench``'s workload flags, None when not given; each sets ``workload.<name>``,
-    or the key its field's metadata names."""
+    or the key its field's metadata names (``flag``: its spelling when not ``--<name>``)."""
 
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     concurrency: int | None = None
     num_requests: int | None = None
-    duration_s: float | None = None
+    duration_s: float | None = field(default=None, metadata={"flag": "--duration"})
     request_rate: str | None = None
     warmup: int | None = field(default=None, metadata={"key": "warmup_requests"})
     shared_prefix: int | None = field(default=None, metadata={"key": "shared_prefix_tokens"})
@@ -59,11 +61,18 @@ class WorkloadFlags:
     api_key_env: str | None = None
     ignore_eos: bool | None = None
 
-    def overrides(self) -> list[str]:
-        """The ``--set`` overrides of the flags given, in field order."""
-        given = [(f.metadata.get("key", f.name), getattr(self, f.name)) for f in fields(self)]
-        return [f"workload.{key}={_flag_text(value)}" for key, value in given
-                if value is not None]
+    def variations(self) -> list[Variation]:
+        """The typed workload values of the flags given, in field order, each recorded as
+        from its flag."""
+        out = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            key = "workload." + item.metadata.get("key", item.name)
+            flag = item.metadata.get("flag", "--" + item.name.replace("_", "-"))
+            out.append(Variation(key, _flag_value(key, value), f"mopt bench {flag}"))
+        return out
 
 
 @handle_errors
@@ -151,6 +160,6 @@ def _say_open_loop(workload: dict) -> None:
 def _load(recipe: Path | None, flags: WorkloadFlags, overrides: list[str] | None
           ) -> LoadedRecipe:
     """--recipe (or a bare recipe) with the workload flags, then --set, applied."""
-    sets = flags.overrides() + list(overrides or [])
+    sets = [*flags.variations(), *(overrides or [])]
     return (load_recipe(recipe, sets) if recipe is not None
             else load_recipe_text(_BARE_RECIPE, "<bench flags>", sets))

@@ -12,7 +12,7 @@ from rich.console import Console
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.history.current import require_current
-from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe import LoadedRecipe, Overrides
 
 OptionalRecipeArg = Annotated[Path | None, typer.Argument(
     help="Recipe YAML file (default: the current recipe, the one last applied, swept, "
@@ -44,7 +44,7 @@ def check_before_launch(loaded: LoadedRecipe, force: bool, out: Console,
                   soft_wrap=True)
 
 
-def load_chosen(recipe: Path | None, overrides: list[str] | None, command: str,
+def load_chosen(recipe: Path | None, overrides: Overrides | None, command: str,
                 as_json: bool, runs_dir_opt: Path | None = None) -> LoadedRecipe:
     """Choose (``recipe``, or the current one announced on the console, on stderr with
     ``--json``) and load the recipe a command works on."""
@@ -56,7 +56,7 @@ def load_chosen(recipe: Path | None, overrides: list[str] | None, command: str,
     return load_recipe(path, overrides)
 
 
-def prepare_launch(recipe: Path | None, overrides: list[str] | None, command: str,
+def prepare_launch(recipe: Path | None, overrides: Overrides | None, command: str,
                    force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
     """Choose (announce), load and preflight the recipe a launching command works on."""
     from model_optimizer.cli.common import err_console
@@ -72,12 +72,13 @@ def archived_recipe(search_dir: Path) -> LoadedRecipe | None:
     import json
 
     from model_optimizer.errors import MoptError
-    from model_optimizer.recipe import load_recipe_text
+    from model_optimizer.recipe import archived_overrides, load_recipe_text
 
     try:
         state = json.loads((search_dir / "state.json").read_text(encoding="utf-8"))
         given = (search_dir / "recipe.given.yaml").read_text(encoding="utf-8")
-        loaded = load_recipe_text(given, str(state["recipe_file"]), state.get("overrides"))
+        loaded = load_recipe_text(given, str(state["recipe_file"]),
+                                  archived_overrides(state.get("overrides"), state.get("varied")))
     except (OSError, ValueError, KeyError, TypeError, MoptError):
         return None
     loaded.path = Path(state["recipe_file"])  # relative model paths resolve from it

@@ -19,6 +19,7 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
 from model_optimizer.events import Event, QuantizeStage, QuantizeStarted
+from model_optimizer.recipe import Variation
 
 
 @handle_errors
@@ -47,7 +48,7 @@ def quantize(
     from model_optimizer.signals import terminate_as_interrupt
 
     terminate_as_interrupt()
-    extra = [f"quantize.scheme={scheme}"] if scheme else []
+    extra = [Variation("quantize.scheme", scheme, "mopt quantize --scheme")] if scheme else []
     loaded = load_chosen(recipe, [*(overrides or []), *extra], "quantize", as_json,
                          runs_dir_opt)
     say = progress_console(as_json)

@@ -46,7 +46,7 @@ from model_optimizer.history.relocate import (
     restored_pins,
 )
 from model_optimizer.measure import FIGURE_KEYS
-from model_optimizer.recipe import load_recipe, load_recipe_text
+from model_optimizer.recipe import Variation, archived_overrides, load_recipe, load_recipe_text
 from model_optimizer.recipe.writer import write_revision
 from model_optimizer.telemetry import hardware_label
 
@@ -56,7 +56,7 @@ class Restore:
     """What a rollback puts back: recipe text, overrides, the validated block, the reference."""
 
     text: str
-    overrides: list[str]
+    overrides: list[str | Variation]  # the run's --set texts, then the values mopt varied
     validated: dict
     default_file: str | None
     reference: Path | None   # the run archive whose figures are restored
@@ -112,7 +112,8 @@ def _restore_run(view: archives.ArchiveView) -> Restore:
     driver = hardware.get("gpu_driver_version") if isinstance(hardware, dict) else None
     if isinstance(driver, str) and driver:
         validated["driver"] = driver
-    return Restore(text, list(view.run.get("overrides") or []), validated,
+    return Restore(text, archived_overrides(view.run.get("overrides"), view.run.get("varied")),
+                   validated,
                    view.run.get("recipe_file") or None, view.path)
 
 
@@ -174,7 +175,8 @@ def rollback(ref: str | Path, runs_base: str | Path,
     base_revision = current_revision if current_revision is not None else \
         base.resolved["revision"]
     loaded = load_recipe_text(restore.text, str(target),
-                              restore.overrides + [f"revision={base_revision}"])
+                              [*restore.overrides,
+                               Variation("revision", base_revision, "rollback")])
     archive = _open_rollback_archive(view, runs_base, loaded.name, target,
                                      current_revision, base_revision + 1)
     text, previous, revision = _write(archive, loaded, changes, restore.validated, target)

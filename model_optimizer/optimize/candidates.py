@@ -1,17 +1,16 @@
 """The candidates `mopt optimize` tries, from the recipe's ``optimize`` section.
 
 A candidate is a name, an optional partial ``quantize`` section (merged over the recipe's)
-and an optional ``kv_cache_dtype``. Each becomes ``--set`` overrides of the recipe, so it is
-validated by the same schema and rules as a file; the planner then says whether it can run
-on the recipe's hardware (a GPU-only scheme or KV dtype on CPU is skipped with the reason),
-and, for a CPU recipe (served on this machine), whether this CPU's instruction set can: an
-fp8 KV cache or W4A16 weights without AVX-512 are skipped before anything is quantized or
-launched.
+and an optional ``kv_cache_dtype``. Each becomes typed values set on the recipe
+(``LoadedRecipe.varied``), so it is validated by the same schema and rules as a file; the
+planner then says whether it can run on the recipe's hardware (a GPU-only scheme or KV
+dtype on CPU is skipped with the reason), and, for a CPU recipe (served on this machine),
+whether this CPU's instruction set can: an fp8 KV cache or W4A16 weights without AVX-512 are
+skipped before anything is quantized or launched.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from model_optimizer.plan.kvcache import cpu_kv_dtype_problem, kv_dtype_verdict
@@ -41,14 +40,26 @@ class Candidate:
             parts.append(f"{self.kv_cache_dtype} KV")
         return ", ".join(parts) or "as the baseline"
 
-    def quantize_overrides(self) -> list[str]:
-        """``--set quantize.*`` overrides (nested keys flattened to dotted paths)."""
-        return [f"quantize.{key}={value if isinstance(value, str) else json.dumps(value)}"
-                for key, value in _flatten(self.quantize).items()]
+    @property
+    def source(self) -> str:
+        """Where its values come from, as diagnostics and archives name it."""
+        return f"optimize candidate {self.name}"
 
-    def engine_overrides(self) -> list[str]:
-        """``--set engine.*`` overrides."""
-        return [f"engine.kv_cache_dtype={self.kv_cache_dtype}"] if self.kv_cache_dtype else []
+    def quantize_values(self) -> dict[str, object]:
+        """Its ``quantize.*`` values (nested keys flattened to dotted paths, so they merge
+        over the recipe's section)."""
+        return _flatten(self.quantize, "quantize.")
+
+    def engine_values(self) -> dict[str, object]:
+        """Its ``engine.*`` values."""
+        return {"engine.kv_cache_dtype": self.kv_cache_dtype} if self.kv_cache_dtype else {}
+
+
+def checkpoint_values(made: dict) -> dict[str, object]:
+    """The model values that serve a checkpoint the candidate made (``made``: its folder
+    and weight bits, as the optimize state records them)."""
+    return {"model.path": made["folder"], "model.quantization": "compressed-tensors",
+            "model.weight_bits": made["weight_bits"]}
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, object]:

@@ -29,9 +29,14 @@ from model_optimizer.events import (
     StageStarted,
     eta_s,
 )
-from model_optimizer.measure import measure_configuration, variant
+from model_optimizer.measure import measure_configuration
 from model_optimizer.optimize import gate as quality_gate
-from model_optimizer.optimize.candidates import Candidate, candidates_of, cannot_run
+from model_optimizer.optimize.candidates import (
+    Candidate,
+    candidates_of,
+    cannot_run,
+    checkpoint_values,
+)
 from model_optimizer.plan import load_model_config
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
@@ -176,7 +181,7 @@ class Pipeline:
 
     def _candidate(self, candidate: Candidate) -> dict:
         record = {"kind": "candidate", "what": candidate.describe()}
-        step = variant(self.loaded, candidate.engine_overrides())
+        step = self.loaded.varied(candidate.engine_values(), candidate.source)
         if reason := cannot_run(candidate, step.resolved):
             return {**record, "status": "skipped", "reason": reason}
         model_dir = Path(model_location(step.resolved, step.base_dir))
@@ -184,9 +189,7 @@ class Pipeline:
             made = self._checkpoint(candidate)
             record["checkpoint"] = made
             model_dir = Path(made["folder"])
-            step = variant(step, [f"model.path={made['folder']}",
-                                  "model.quantization=compressed-tensors",
-                                  f"model.weight_bits={made['weight_bits']}"])
+            step = step.varied(checkpoint_values(made), f"{candidate.source} checkpoint")
         evaluate, verdict = self._gate_hook(step)
         record.update(self._measure(step, model_dir, evaluate))
         if evaluate is not None:
@@ -199,7 +202,7 @@ class Pipeline:
     def _checkpoint(self, candidate: Candidate) -> dict:
         from model_optimizer.quantize.run import make_checkpoint
 
-        quant = variant(self.loaded, candidate.quantize_overrides())
+        quant = self.loaded.varied(candidate.quantize_values(), candidate.source)
         out_dir = Path(self.state.output).resolve().parent
         made = make_checkpoint(quant, self.steps, out_dir, force=self.state.force,
                                on_event=self.emit)
@@ -237,11 +240,10 @@ class Pipeline:
         if name == "baseline":
             return self.loaded
         candidate = next(c for c in self.candidates if c.name == name)
-        extra = candidate.engine_overrides()
+        survivor = self.loaded.varied(candidate.engine_values(), candidate.source)
         if made := record.get("checkpoint"):
-            extra += [f"model.path={made['folder']}", "model.quantization=compressed-tensors",
-                      f"model.weight_bits={made['weight_bits']}"]
-        return variant(self.loaded, extra)
+            survivor = survivor.varied(checkpoint_values(made), f"{candidate.source} checkpoint")
+        return survivor
 
     def _sweep(self, survivor: str) -> dict:
         from model_optimizer.sweep.flags import SweepFlags
@@ -301,8 +303,8 @@ def _check_candidates(loaded: LoadedRecipe) -> list[str]:
     fields = []
     for candidate in candidates_of(loaded.resolved):
         try:
-            step = variant(loaded, candidate.quantize_overrides()
-                           + candidate.engine_overrides())
+            step = loaded.varied({**candidate.quantize_values(), **candidate.engine_values()},
+                                 candidate.source)
         except UsageError as exc:
             raise UsageError(f"optimize.candidates {candidate.name}: {exc}") from None
         if cannot_run(candidate, step.resolved) is None:

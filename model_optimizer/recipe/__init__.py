@@ -6,20 +6,31 @@ Pure: reads and writes recipe files only; no hardware probing, no processes.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.errors import Diagnostic, RecipeError, RecipeWarning
 from model_optimizer.recipe.migrate import migrate
-from model_optimizer.recipe.overrides import apply_overrides
+from model_optimizer.recipe.overrides import (
+    Variation,
+    apply_variations,
+    archived_overrides,
+    parse_overrides,
+    variations_of,
+)
 from model_optimizer.recipe.rules import check_rules, flag_warnings
 from model_optimizer.recipe.schema import CURRENT_VERSION, fill_defaults, recipe_schema
 from model_optimizer.recipe.spec import RecipeSpec
 from model_optimizer.recipe.validate import canonical_names, schema_diagnostics
 from model_optimizer.recipe.yamlsource import SourceMap, parse_yaml, read_yaml_file
 
-__all__ = ["CURRENT_VERSION", "LoadedRecipe", "RecipeError", "RecipeSpec", "load_recipe",
-           "load_recipe_text", "resolve"]
+__all__ = ["CURRENT_VERSION", "LoadedRecipe", "Overrides", "RecipeError", "RecipeSpec", "Variation",
+           "archived_overrides", "load_recipe", "load_recipe_text", "resolve"]
+
+#: what a load applies on top of the file, in order: the user's ``--set`` texts (parsed
+#: here, once) and typed variations
+Overrides = Sequence[str | Variation]
 
 
 @dataclass
@@ -28,11 +39,12 @@ class LoadedRecipe:
 
     path: Path | None
     source_text: str
-    document: dict          # as written, migrated, with --set applied; no defaults added
+    document: dict          # as written, migrated, with the variations set; no defaults added
     resolved: dict          # document with every default filled in
     source_map: SourceMap
     written_version: int
-    overrides: list[str] = field(default_factory=list)
+    #: the typed values set on the file, in order (parsed --set texts, then mopt's own)
+    variations: list[Variation] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     #: the typed, frozen view of ``resolved`` (built after validation; see recipe/spec.py)
     spec: RecipeSpec = field(init=False)
@@ -49,6 +61,31 @@ class LoadedRecipe:
     def name(self) -> str:
         """The recipe's name."""
         return self.spec.name
+
+    @property
+    def overrides(self) -> list[str]:
+        """The user's ``--set`` texts, as given (run.json's ``overrides``)."""
+        return [v.given for v in self.variations if v.given is not None]
+
+    @property
+    def varied_values(self) -> list[Variation]:
+        """The values mopt set itself (a sweep's value, a command's flag), in order."""
+        return [v for v in self.variations if v.given is None]
+
+    def varied(self, values: Mapping[str, object], source: str) -> LoadedRecipe:
+        """This recipe with ``values`` (dotted key -> typed value, e.g.
+        ``{"engine.max_num_seqs": 64}``) set after its own variations, checked exactly as
+        loading checks it (schema, rules, warnings): RecipeError names ``source`` ("sweep
+        value 64") for a value it refuses, and the archive records it with the value."""
+        return self.with_variations(variations_of(values, source))
+
+    def with_variations(self, added: Sequence[Variation]) -> LoadedRecipe:
+        """This recipe with ``added`` set after its own variations, checked as loaded."""
+        data, smap = parse_yaml(self.source_text.encode("utf-8"), self.source_map.file)
+        every = [*self.variations, *added]
+        doc, resolved, version = _check(data, smap, every, [])
+        return _warn(LoadedRecipe(self.path, self.source_text, doc, resolved, smap, version,
+                                  every))
 
 
 def resolve(document: dict) -> dict:
@@ -67,13 +104,15 @@ def _warn(loaded: LoadedRecipe) -> LoadedRecipe:
     return loaded
 
 
-def _check(doc: object, smap: SourceMap, overrides: list[str]) -> tuple[dict, dict, int]:
+def _check(doc: object, smap: SourceMap, variations: Sequence[Variation],
+           problems: list[Diagnostic]) -> tuple[dict, dict, int]:
     if not isinstance(doc, dict):
         raise RecipeError([Diagnostic(smap.file, 1, 1, "",
                                       "a recipe is a mapping of sections, not "
                                       f"{type(doc).__name__}", "start from recipes/tiny-cpu.yaml")])
     doc, written_version = migrate(doc, smap)
-    doc, problems = apply_overrides(doc, overrides, smap)
+    doc, unknown = apply_variations(doc, variations, smap)
+    problems = problems + unknown
     doc = canonical_names(doc)  # h100 -> H100: one rule of accelerator names
     problems.extend(schema_diagnostics(doc, smap))
     resolved = resolve(doc)
@@ -84,22 +123,23 @@ def _check(doc: object, smap: SourceMap, overrides: list[str]) -> tuple[dict, di
     return doc, resolved, written_version
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> LoadedRecipe:
-    """Load, migrate, override and validate a recipe file.
+def load_recipe(path: str | Path, overrides: Overrides | None = None) -> LoadedRecipe:
+    """Load, migrate, override and validate a recipe file. ``overrides`` are ``--set``
+    texts and typed :class:`Variation` values, applied in order (a later one wins).
 
     Raises RecipeError listing every problem found.
     """
     data, smap, raw = read_yaml_file(path)
-    overrides = list(overrides or [])
-    doc, resolved, version = _check(data, smap, overrides)
+    variations, problems = parse_overrides(overrides or [])
+    doc, resolved, version = _check(data, smap, variations, problems)
     text = raw.decode("utf-8")
-    return _warn(LoadedRecipe(Path(path), text, doc, resolved, smap, version, overrides))
+    return _warn(LoadedRecipe(Path(path), text, doc, resolved, smap, version, variations))
 
 
 def load_recipe_text(text: str, file: str = "<recipe>",
-                     overrides: list[str] | None = None) -> LoadedRecipe:
+                     overrides: Overrides | None = None) -> LoadedRecipe:
     """Like :func:`load_recipe` for text that is not in a file (archives, tests)."""
     data, smap = parse_yaml(text.encode("utf-8"), file)
-    overrides = list(overrides or [])
-    doc, resolved, version = _check(data, smap, overrides)
-    return _warn(LoadedRecipe(None, text, doc, resolved, smap, version, overrides))
+    variations, problems = parse_overrides(overrides or [])
+    doc, resolved, version = _check(data, smap, variations, problems)
+    return _warn(LoadedRecipe(None, text, doc, resolved, smap, version, variations))

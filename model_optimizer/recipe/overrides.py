@@ -1,9 +1,15 @@
-"""``--set dotted.key=value`` overrides, typed by the recipe schema.
+"""Typed values set on a recipe document (:class:`Variation`), and the user's ``--set
+dotted.key=value`` text parsed once into them, typed by the recipe schema.
 
-Precedence is schema defaults < recipe file < ``--set`` (later ``--set`` wins over earlier).
+Precedence is schema defaults < recipe file < variations, in order (a later one wins). A
+variation records where its value came from (``--set engine.max_num_seqs=32``, ``sweep
+value 64``): diagnostics about the value name that source, and run archives keep it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import yaml
 
@@ -13,6 +19,51 @@ from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.yamlsource import SourceMap
 
 SOURCE = "--set"
+
+
+@dataclass(frozen=True)
+class Variation:
+    """One typed value for the dotted recipe key ``key``, and where it came from.
+
+    ``given`` is the user's ``--set`` text when the value came from one (archived as the
+    run's overrides); None for a value mopt set itself (a sweep's value, a flag)."""
+
+    key: str
+    value: object
+    source: str
+    given: str | None = None
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The key as a document path: ``("engine", "max_num_seqs")``."""
+        return tuple(self.key.split("."))
+
+    def to_dict(self) -> dict:
+        """JSON form (run.json's ``varied``, a search's state)."""
+        return {"key": self.key, "value": self.value, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Variation:
+        """Inverse of :meth:`to_dict`."""
+        return cls(str(data["key"]), data.get("value"), str(data.get("source") or "archive"))
+
+
+def variations_of(values: Mapping[str, object], source: str) -> list[Variation]:
+    """``{"engine.max_num_seqs": 64}`` as variations, each from ``source`` (a whole float
+    for an integer key recorded as the int it sets)."""
+    return [Variation(key, _typed_for(key, value), source) for key, value in values.items()]
+
+
+def _typed_for(key: str, value: object) -> object:
+    node = subschema(tuple(key.split(".")))
+    return value if node is None else _typed(value, schema_types(node))
+
+
+def archived_overrides(overrides: Iterable[str] | None,
+                       varied: Iterable[Mapping] | None) -> list[str | Variation]:
+    """What an archive recorded (run.json's or a search state's ``overrides`` texts and
+    ``varied`` values) as a load's overrides again, in their order."""
+    return [*(overrides or []), *(Variation.from_dict(item) for item in varied or [])]
 
 
 def _parse_value(text: str, types: set[str]) -> object:
@@ -25,44 +76,79 @@ def _parse_value(text: str, types: set[str]) -> object:
         return text
 
 
-def parse_override(index: int, item: str) -> tuple[tuple, object]:
-    """Split and type one ``key=value``; raise RecipeError naming the fix."""
+def _unknown_key(key: str, where: str) -> Diagnostic | None:
+    """Why ``key`` names no recipe key (None when it names one), with the nearest names."""
+    path = tuple(key.split("."))
+    if not all(path):
+        return Diagnostic(where, None, None, key, "empty key part",
+                          "write --set section.key=value")
+    if subschema(path) is not None:
+        return None
+    parent = path[:-1]
+    choices = allowed_keys(parent) if subschema(parent) is not None else allowed_keys(())
+    wrong = path[-1] if subschema(parent) is not None else path[0]
+    hint = did_you_mean(wrong, choices) or f"known keys: {', '.join(choices)}"
+    return Diagnostic(where, None, None, key, f"no recipe key '{key}'", hint)
+
+
+def parse_value(key: str, text: str) -> object:
+    """A command-line flag's text for the known recipe key ``key`` typed as ``--set`` types
+    it (``"2.5"`` for ``workload.request_rate`` is 2.5, ``"inf"`` stays ``"inf"``)."""
+    node = subschema(tuple(key.split(".")))
+    return text if node is None else _parse_value(text, schema_types(node))
+
+
+def parse_override(item: str) -> Variation:
+    """One ``--set key=value`` as a typed variation; raise RecipeError naming the fix."""
     where = f"{SOURCE} {item}"
     if "=" not in item:
         raise RecipeError([Diagnostic(where, None, None, "", f"'{item}' has no '='",
                                       "write --set section.key=value, e.g. "
                                       "--set engine.max_num_seqs=32")])
     key, text = item.split("=", 1)
-    path = tuple(part for part in key.strip().split("."))
-    if not all(path):
-        raise RecipeError([Diagnostic(where, None, None, key, "empty key part",
-                                      "write --set section.key=value")])
-    node = subschema(path)
-    if node is None:
-        parent = path[:-1]
-        choices = allowed_keys(parent) if subschema(parent) is not None else allowed_keys(())
-        wrong = path[-1] if subschema(parent) is not None else path[0]
-        hint = did_you_mean(wrong, choices) or f"known keys: {', '.join(choices)}"
-        raise RecipeError([Diagnostic(where, None, None, key.strip(),
-                                      f"no recipe key '{key.strip()}'", hint)])
-    return path, _parse_value(text, schema_types(node))
+    key = key.strip()
+    if problem := _unknown_key(key, where):
+        raise RecipeError([problem])
+    return Variation(key, _parse_value(text, schema_types(subschema(tuple(key.split("."))))),
+                     where, given=item)
 
 
-def apply_overrides(doc: dict, overrides: list[str],
-                    smap: SourceMap) -> tuple[dict, list[Diagnostic]]:
-    """A copy of ``doc`` with the valid overrides applied, and the problems of the others.
-
-    The positions of overridden paths are recorded in ``smap`` so later diagnostics name
-    the ``--set`` that put a value there.
-    """
+def parse_overrides(items: Iterable[str | Variation]) -> tuple[list[Variation], list[Diagnostic]]:
+    """Every ``--set`` text of ``items`` parsed (variations pass through, in order), and
+    the problems of those that cannot be."""
+    out: list[Variation] = []
     problems: list[Diagnostic] = []
-    result = _deep_copy(doc)
-    for index, item in enumerate(overrides):
+    for item in items:
+        if isinstance(item, Variation):
+            out.append(item)
+            continue
         try:
-            path, value = parse_override(index, item)
+            out.append(parse_override(item))
         except RecipeError as exc:
             problems.extend(exc.diagnostics)
+    return out, problems
+
+
+def _typed(value: object, types: set[str]) -> object:
+    """A whole float for an integer-only key as an int (64.0 from a sweep's arithmetic is
+    64, never ``64.0`` on vLLM's command line); anything else unchanged."""
+    if isinstance(value, float) and value.is_integer() and "integer" in types \
+            and "number" not in types:
+        return int(value)
+    return value
+
+
+def apply_variations(doc: dict, variations: Sequence[Variation],
+                     smap: SourceMap) -> tuple[dict, list[Diagnostic]]:
+    """A copy of ``doc`` with the variations on known keys set, and the problems of the
+    others. Each set path's source is recorded in ``smap``, so later diagnostics name it."""
+    problems: list[Diagnostic] = []
+    result = _deep_copy(doc)
+    for variation in variations:
+        if problem := _unknown_key(variation.key, variation.source):
+            problems.append(problem)
             continue
+        path = variation.path
         target = result
         for part in path[:-1]:
             existing = target.get(part)
@@ -70,9 +156,18 @@ def apply_overrides(doc: dict, overrides: list[str],
                 existing = {}
                 target[part] = existing
             target = existing
-        target[path[-1]] = value
-        smap.overridden[path] = f"{SOURCE} {item}"
+        target[path[-1]] = _typed(_deep_copy(variation.value), schema_types(subschema(path)))
+        smap.overridden[path] = variation.source
     return result, problems
+
+
+def apply_overrides(doc: dict, overrides: Sequence[str | Variation],
+                    smap: SourceMap) -> tuple[dict, list[Diagnostic]]:
+    """A copy of ``doc`` with the valid ``--set`` texts (and variations) applied, in order,
+    and the problems of the others."""
+    variations, problems = parse_overrides(overrides)
+    result, unknown = apply_variations(doc, variations, smap)
+    return result, problems + unknown
 
 
 def _deep_copy(value: object) -> object:

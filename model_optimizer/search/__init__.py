@@ -4,7 +4,7 @@
   ``state.json``, the elapsed clock and time budget, measuring under ``steps/``, sealing
   with interrupts held off);
 - :mod:`~model_optimizer.search.knobs`: engine knobs as searches handle them (float knobs,
-  rounding, ``--set`` text);
+  rounding, the typed recipe values a setting gives);
 - :mod:`~model_optimizer.search.revision`: the chosen configuration written as a validated
   recipe revision.
 
@@ -16,7 +16,9 @@ them does not pull in the runner.
 from model_optimizer.search.knobs import (
     FLOAT_DECIMALS,
     FLOAT_KNOBS,
+    describe,
     engine_overrides,
+    engine_values,
     is_float_knob,
     yaml_value,
 )
@@ -24,7 +26,9 @@ from model_optimizer.search.knobs import (
 __all__ = [
     "FLOAT_DECIMALS",
     "FLOAT_KNOBS",
+    "describe",
     "engine_overrides",
+    "engine_values",
     "is_float_knob",
     "yaml_value",
 ]

@@ -1,5 +1,5 @@
 """Engine knobs as the search commands handle them: which take fractions, how values are
-rounded, and how a value becomes a ``--set`` override. Pure; shared by sweep and tune.
+rounded, and the recipe keys a search's knob values set. Pure; shared by sweep and tune.
 """
 
 from __future__ import annotations
@@ -17,6 +17,18 @@ def is_float_knob(name: str) -> bool:
     return name in FLOAT_KNOBS
 
 
+def engine_values(params: dict[str, Any]) -> dict[str, Any]:
+    """The engine knobs in ``params`` as the typed recipe values they set, for
+    ``LoadedRecipe.varied``: ``{"max_num_seqs": 64}`` -> ``{"engine.max_num_seqs": 64}``."""
+    return {f"engine.{name}": value for name, value in params.items()}
+
+
+def describe(params: dict[str, Any]) -> str:
+    """A knob setting in words, the source recorded with its values: ``max_num_seqs 64``."""
+    return ", ".join(f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+                     for name, value in params.items())
+
+
 def yaml_value(value: Any) -> str:
     """One value as ``--set`` text: booleans in YAML spelling, whole floats as integers."""
     if isinstance(value, bool):
@@ -27,5 +39,6 @@ def yaml_value(value: Any) -> str:
 
 
 def engine_overrides(params: dict[str, Any]) -> list[str]:
-    """The ``--set`` overrides that give the engine knobs in ``params`` their values."""
+    """Deprecated (``sweep/loop.py`` until it calls ``LoadedRecipe.varied`` with
+    :func:`engine_values`): the engine knobs in ``params`` as ``--set`` texts."""
     return [f"engine.{name}={yaml_value(value)}" for name, value in params.items()]

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import Figures
-from model_optimizer.measure import variant
 from model_optimizer.recipe import LoadedRecipe, RecipeSpec
 from model_optimizer.recipe.render import Recipe
 from model_optimizer.runner import RunOutcome, bench_endpoint, check_model_present, serve
@@ -94,7 +93,8 @@ class ScanServer:
 
     def window(self, level: int, extra: dict) -> RunOutcome:
         """One steady-state window at concurrency ``level`` on the live server."""
-        recipe = variant(self.server, [f"workload.concurrency={int(level)}"])
+        recipe = self.server.varied({"workload.concurrency": int(level)},
+                                    f"scan level {int(level)}")
         location = check_model_present(recipe)
         return bench_endpoint(
             self.engine.base_url, recipe, recipe.spec.model.served_name,

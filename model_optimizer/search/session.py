@@ -46,7 +46,7 @@ from model_optimizer.measure import Measurement, measure_configuration
 from model_optimizer.plan import load_model_config
 from model_optimizer.quality.search_gate import SearchGate
 from model_optimizer.reaper import reap_abandoned
-from model_optimizer.recipe import LoadedRecipe, load_recipe_text
+from model_optimizer.recipe import LoadedRecipe, archived_overrides, load_recipe_text
 from model_optimizer.signals import interrupts_deferred
 
 T = TypeVar("T")
@@ -59,6 +59,7 @@ class SearchState:
 
     recipe_file: str               # the recipe searched (reloaded from the archive's copy)
     overrides: list[str]           # its --set overrides
+    varied: list[dict] = field(default_factory=list)  # values mopt set on it (Variation)
     output: str                    # where the chosen revision is written
     model_config: str | None = None  # config.json the planner reads; None: no planner
     started_at: str = field(default_factory=utc_now)
@@ -143,6 +144,7 @@ class SearchSession:
 
         def start(archive: RunArchive) -> None:
             states.append(state := state_for(archive))
+            state.varied = [item.to_dict() for item in loaded.varied_values]
             archive.write_text(GIVEN_RECIPE, loaded.source_text)
             archive.write_json(STATE_FILE, state.to_dict())
             archive.write_entry(created_at=state.started_at, recipe_name=loaded.name,
@@ -157,7 +159,7 @@ class SearchSession:
                on_event: EventCallback | None = None) -> SearchSession:
         """Reopen the archive in ``folder`` (read by :func:`read_search_archive`) to go on."""
         loaded = load_recipe_text((folder / GIVEN_RECIPE).read_text(), state.recipe_file,
-                                  state.overrides)
+                                  archived_overrides(state.overrides, state.varied))
         loaded.path = Path(state.recipe_file)
         archive = RunArchive(folder, folder.name)
         archive.set_status("running", phase="resumed", resumed_at=utc_now())

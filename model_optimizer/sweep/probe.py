@@ -33,7 +33,7 @@ from pathlib import Path
 from model_optimizer.errors import UsageError
 from model_optimizer.events import EventCallback, ProbeServerStarted
 from model_optimizer.load.figures import Figures
-from model_optimizer.measure import step_figures, variant
+from model_optimizer.measure import step_figures
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import Recipe
@@ -93,7 +93,8 @@ class ProbeServer(ScanServer):
 
     def __init__(self, loaded: LoadedRecipe, steps_dir: Path, ceiling: int, objective: str,
                  sweep_id: str, emit: EventCallback, engine_factory=None):
-        super().__init__(variant(loaded, [f"engine.max_num_seqs={ceiling}"]), steps_dir,
+        super().__init__(loaded.varied({"engine.max_num_seqs": ceiling},
+                                       f"probe server ceiling {ceiling}"), steps_dir,
                          ceiling, emit, {"sweep": sweep_id, "probe_server": True,
                                          "value": ceiling}, engine_factory)
         self.loaded, self.objective, self.sweep_id = loaded, objective, sweep_id

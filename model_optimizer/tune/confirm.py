@@ -30,11 +30,11 @@ from optuna.trial import FrozenTrial
 from model_optimizer.archive import utc_now
 from model_optimizer.events import TuneConfirm, TuneConfirmed
 from model_optimizer.load.classes import figure
-from model_optimizer.measure import objective_half_width, step_figures, variant
+from model_optimizer.measure import objective_half_width, step_figures
 from model_optimizer.search.scan import confirmation_problems
 from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
 from model_optimizer.tune.host import ScanHost
-from model_optimizer.tune.space import overrides_for
+from model_optimizer.tune.space import trial_recipe
 from model_optimizer.tune.trials import same_params
 
 CONFIRM_CANDIDATES = 3
@@ -204,7 +204,7 @@ def _record(host: ScanHost, trial: FrozenTrial) -> dict:
 def _confirm_one(host: ScanHost, trial: FrozenTrial) -> dict:
     params, metric = dict(trial.params), host.config.metric
     host.emit(TuneConfirm(trial.number, params))
-    outcome = host.run_one(variant(host.loaded, overrides_for(params)),
+    outcome = host.run_one(trial_recipe(host.loaded, params, "tune confirmation"),
                            host.session.steps_dir, on_event=host.emit,
                            archive_extra={"tune": host.tune_id, "confirm": True,
                                           "trial": trial.number, "params": params})

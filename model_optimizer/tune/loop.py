@@ -42,7 +42,7 @@ from model_optimizer.errors import (
     RecipeError,
     UsageError,
 )
-from model_optimizer.measure import Measurement, variant
+from model_optimizer.measure import Measurement
 from model_optimizer.plan import PlanError, estimate
 from model_optimizer.quality.config import quality_config
 from model_optimizer.recipe import LoadedRecipe
@@ -67,9 +67,9 @@ from model_optimizer.tune.scan import TrialScanner, resolve_scan, scan_grid
 from model_optimizer.tune.space import (
     TuneConfig,
     TuneFlags,
-    overrides_for,
     planner_seed,
     recipe_seed,
+    trial_recipe,
 )
 from model_optimizer.tune.study import (
     Heartbeat,
@@ -280,7 +280,7 @@ class TuneRunner:
             with Heartbeat(self.storage, trial._trial_id):
                 return self.scanner.run(trial, params)
         try:
-            step = variant(self.loaded, overrides_for(params))
+            step = trial_recipe(self.loaded, params)
         except RecipeError as exc:
             reason = "; ".join(d.message for d in exc.diagnostics)
             result = TrialResult(Measurement("skipped", failure_kind="rules", reason=reason))

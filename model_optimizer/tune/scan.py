@@ -40,7 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 from model_optimizer.errors import RecipeError, UsageError
 from model_optimizer.events import LevelDone, ScanFailed, TuneScan
 from model_optimizer.load.classes import figure
-from model_optimizer.measure import Measurement, objective_half_width, step_figures, variant
+from model_optimizer.measure import Measurement, objective_half_width, step_figures
 from model_optimizer.plan import PlanError, estimate
 from model_optimizer.search.scan import ScanServer, closed_loop_problems
 from model_optimizer.search.scan import level_failure as window_failure
@@ -55,7 +55,7 @@ from model_optimizer.tune.ceiling import (
 from model_optimizer.tune.confirm import ConfirmVerdict, confirm_best
 from model_optimizer.tune.evaluate import TrialResult, trial_verdict
 from model_optimizer.tune.host import ScanHost
-from model_optimizer.tune.space import ParamSpec, TuneConfig, overrides_for
+from model_optimizer.tune.space import ParamSpec, TuneConfig, trial_recipe
 from model_optimizer.tune.trials import same_params
 
 SCANNED = "max_num_seqs"
@@ -166,7 +166,8 @@ class TrialScanner:
                 return host.tell(trial, params, _skipped(why or "no level fits"),
                                  _launch_attrs(trial, launches))
             try:
-                server = variant(host.loaded, overrides_for({**others, SCANNED: max(levels)}))
+                server = trial_recipe(host.loaded, {**others, SCANNED: max(levels)},
+                                      "tune scan server")
             except RecipeError as exc:
                 reason = "; ".join(d.message for d in exc.diagnostics)
                 return host.tell(trial, params, _skipped(reason, "rules"),
@@ -236,7 +237,7 @@ class TrialScanner:
         if model_config is None:
             return top, None
         try:
-            step = variant(self.host.loaded, overrides_for({**others, SCANNED: top}))
+            step = trial_recipe(self.host.loaded, {**others, SCANNED: top}, "tune ceiling")
             limit = estimate(step.resolved, model_config).max_seqs_no_preemption
         except (RecipeError, PlanError):
             return top, None
@@ -311,7 +312,7 @@ class TrialScanner:
 
     def _relaunch(self, trial, params: dict, scan: dict, launches: list[Launch]) -> dict:
         scan["failed"] = launches[-1].failure or "unknown"
-        step = variant(self.host.loaded, overrides_for(params))
+        step = trial_recipe(self.host.loaded, params, "tune relaunch")
         result = self.host.measure(step, trial.number, params)
         count = len(launches) + len(result.measurement.run_ids)
         if result.measurement.run_ids:

@@ -1,5 +1,5 @@
 """The search space of ``mopt tune``: the recipe's ``tune`` section as optuna suggestions, the
-``--set`` overrides that turn one trial's parameters into a recipe variant, the exhaustive
+recipe one trial's parameters give (typed values, ``LoadedRecipe.varied``), the exhaustive
 grid, and the seed trials (the recipe's own values, the planner's suggestion).
 
 Pure: no processes, no storage. The recipe's schema and cross-field rules have already
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model_optimizer.errors import UsageError
-from model_optimizer.search.knobs import FLOAT_DECIMALS, engine_overrides
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.search.knobs import FLOAT_DECIMALS, describe, engine_values
 
 #: tune.objective -> the run metric it maximizes
 OBJECTIVES = {"throughput": "qps", "goodput": "goodput_qps", "tokens_per_s": "output_tok_s"}
@@ -227,10 +228,12 @@ class TuneConfig:
         return cls.from_recipe(data)
 
 
-def overrides_for(params: dict) -> list[str]:
-    """The ``--set`` overrides of one trial (a null workload.concurrency follows
-    max_num_seqs in the runner, so the batch is filled at every trial)."""
-    return engine_overrides(params)
+def trial_recipe(loaded: LoadedRecipe, params: dict, source: str = "tune trial"
+                 ) -> LoadedRecipe:
+    """``loaded`` with one trial's knob values set and checked (RecipeError: a rule refuses
+    them), recorded as from ``source`` (a null workload.concurrency follows max_num_seqs in
+    the runner, so the batch is filled at every trial)."""
+    return loaded.varied(engine_values(params), f"{source} {describe(params)}")
 
 
 def recipe_seed(config: TuneConfig, engine: dict) -> dict:

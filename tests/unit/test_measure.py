@@ -12,7 +12,6 @@ from model_optimizer.measure import (
     measure_configuration,
     planner_verdict,
     step_figures,
-    variant,
 )
 from tests.unit.mock_engine import mock_recipe
 
@@ -30,7 +29,7 @@ def run_folders(runs):
 
 
 def test_repeats_are_archived_runs_and_samples_of_the_objective(tmp_path, tiny_model_dir):
-    step = variant(mock_recipe(tmp_path, tiny_model_dir), ["engine.max_num_seqs=2"])
+    step = mock_recipe(tmp_path, tiny_model_dir).varied({"engine.max_num_seqs": 2}, "test")
     assert step.resolved["engine"]["max_num_seqs"] == 2 and step.path is not None
     events = []
     result = measure_configuration(step, tmp_path / "runs", repeats=2, objective="qps",
@@ -51,8 +50,8 @@ def test_repeats_are_archived_runs_and_samples_of_the_objective(tmp_path, tiny_m
 
 
 def test_the_planner_skips_a_configuration_without_a_launch(tmp_path, tiny_model_dir):
-    step = variant(mock_recipe(tmp_path, tiny_model_dir), ["engine.max_num_seqs=16384",
-                                                              "workload.prompt_tokens=1000"])
+    step = mock_recipe(tmp_path, tiny_model_dir).varied(
+        {"engine.max_num_seqs": 16384, "workload.prompt_tokens": 1000}, "test")
     verdict = planner_verdict(step, model_config(tiny_model_dir))
     assert verdict and "max_num_seqs=16384" in verdict
     result = measure_configuration(step, tmp_path / "runs", repeats=3, objective="qps",
@@ -88,7 +87,7 @@ def test_while_serving_runs_once_on_the_first_repeats_live_server(tmp_path, tiny
     test, while that server still answers, and not again on later repeats."""
     import requests
 
-    step = variant(mock_recipe(tmp_path, tiny_model_dir), ["engine.max_num_seqs=2"])
+    step = mock_recipe(tmp_path, tiny_model_dir).varied({"engine.max_num_seqs": 2}, "test")
     seen = []
 
     def on_server(base_url: str) -> None:

@@ -7,8 +7,11 @@ import inspect
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 from model_optimizer.cli.bench import _BARE_RECIPE, WorkloadFlags, bench
-from model_optimizer.recipe import load_recipe_text
+from model_optimizer.errors import RecipeError
+from model_optimizer.recipe import Variation, load_recipe_text
 
 ROOT = Path(__file__).resolve().parents[3]
 DATASET = ROOT / "recipes" / "tiny-cpu.yaml"
@@ -34,11 +37,12 @@ def resolved(workload: dict, key: str) -> object:
 def test_every_flag_sets_its_workload_key():
     assert set(EVERY_FLAG) | set(TRACE_FLAGS) == {f.name for f in fields(WorkloadFlags)}
     flags = WorkloadFlags(**{name: given for name, (given, _) in EVERY_FLAG.items()})
-    overrides = flags.overrides()
-    assert [item.split("=", 1)[0] for item in overrides] == [
+    variations = flags.variations()
+    assert [item.key for item in variations] == [
         f"workload.{KEYS.get(name, name)}" for name in EVERY_FLAG]
-    assert "workload.ignore_eos=false" in overrides
-    workload = load_recipe_text(_BARE_RECIPE, "<bench flags>", overrides).resolved["workload"]
+    assert Variation("workload.ignore_eos", False, "mopt bench --ignore-eos") in variations
+    assert Variation("workload.duration_s", 5.0, "mopt bench --duration") in variations
+    workload = load_recipe_text(_BARE_RECIPE, "<bench flags>", variations).resolved["workload"]
     for name, (_, expected) in EVERY_FLAG.items():
         assert resolved(workload, KEYS.get(name, name)) == expected, name
 
@@ -46,17 +50,33 @@ def test_every_flag_sets_its_workload_key():
 def test_the_trace_flags_set_the_trace_and_its_speed():
     flags = WorkloadFlags(**{name: given for name, (given, _) in TRACE_FLAGS.items()})
     workload = load_recipe_text(_BARE_RECIPE, "<bench flags>",
-                                flags.overrides()).resolved["workload"]
+                                flags.variations()).resolved["workload"]
     for name, (_, expected) in TRACE_FLAGS.items():
         assert resolved(workload, KEYS.get(name, name)) == expected, name
 
 
 def test_only_the_flags_given_are_set():
-    assert WorkloadFlags().overrides() == []
-    assert WorkloadFlags(concurrency=4, ignore_eos=True).overrides() == [
-        "workload.concurrency=4", "workload.ignore_eos=true"]
-    assert WorkloadFlags(dataset=Path("~/p.jsonl")).overrides() == [
-        f"workload.dataset.path={Path('~/p.jsonl').expanduser().resolve()}"]
+    assert WorkloadFlags().variations() == []
+    assert [(v.key, v.value) for v in WorkloadFlags(concurrency=4, ignore_eos=True)
+            .variations()] == [("workload.concurrency", 4), ("workload.ignore_eos", True)]
+    assert [(v.key, v.value) for v in WorkloadFlags(dataset=Path("~/p.jsonl"))
+            .variations()] == [("workload.dataset.path",
+                                str(Path("~/p.jsonl").expanduser().resolve()))]
+    # text flags are typed as --set types them: a rate is a number, 'inf' stays a word
+    assert WorkloadFlags(request_rate="2.5").variations()[0].value == 2.5
+    assert WorkloadFlags(request_rate="inf").variations()[0].value == "inf"
+
+
+def test_set_wins_over_a_flag_and_a_bad_flag_names_itself():
+    flags = WorkloadFlags(concurrency=4, request_rate="fast")
+    loaded = load_recipe_text(_BARE_RECIPE, "<bench flags>",
+                              [*WorkloadFlags(concurrency=4).variations(),
+                               "workload.concurrency=2"])
+    assert loaded.resolved["workload"]["concurrency"] == 2
+    assert loaded.overrides == ["workload.concurrency=2"]
+    with pytest.raises(RecipeError) as info:
+        load_recipe_text(_BARE_RECIPE, "<bench flags>", flags.variations())
+    assert [d.file for d in info.value.diagnostics] == ["mopt bench --request-rate"]
 
 
 def test_every_flag_is_a_parameter_of_the_command():

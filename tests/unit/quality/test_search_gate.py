@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from model_optimizer.measure import measure_configuration, variant
+from model_optimizer.measure import measure_configuration
 from model_optimizer.quality import search_gate
 from model_optimizer.quality.config import changes_outputs
 from model_optimizer.quality.gate import GateResult
@@ -33,8 +33,8 @@ def test_output_changing_fields():
 
 
 def test_changed_fields_ignore_bookkeeping_and_load(recipe):
-    other = variant(recipe, ["engine.max_num_seqs=2", "workload.concurrency=2",
-                             "engine.kv_cache_dtype=fp8", "quality.seed=3"])
+    other = recipe.varied({"engine.max_num_seqs": 2, "workload.concurrency": 2,
+                           "engine.kv_cache_dtype": "fp8", "quality.seed": 3}, "test")
     assert changed_fields(recipe.resolved, other.resolved) == [
         "engine.kv_cache_dtype", "engine.max_num_seqs"]
 
@@ -42,13 +42,13 @@ def test_changed_fields_ignore_bookkeeping_and_load(recipe):
 def test_scheduling_knobs_pass_without_an_eval(recipe, tmp_path, monkeypatch):
     monkeypatch.setattr(search_gate, "evaluate", lambda *a, **k: pytest.fail("evaluated"))
     gate = SearchGate(recipe, tmp_path)
-    verdict = gate.check(variant(recipe, ["engine.max_num_seqs=2"]))
+    verdict = gate.check(recipe.varied({"engine.max_num_seqs": 2}, "test"))
     assert verdict.passed and "not evaluated" in verdict.reasons[0]
 
 
 def test_no_quality_section_means_no_gate(tmp_path):
     plain = load_recipe(ROOT / "recipes" / "tiny-cpu.yaml")
-    assert SearchGate(plain, tmp_path).check(variant(plain, ["engine.kv_cache_dtype=fp8"])) \
+    assert SearchGate(plain, tmp_path).check(plain.varied({"engine.kv_cache_dtype": "fp8"}, "test")) \
         is None
 
 
@@ -69,7 +69,7 @@ def test_an_output_changing_candidate_is_evaluated_against_one_baseline(recipe, 
     monkeypatch.setattr(search_gate, "load_baseline", fake_baseline)
     monkeypatch.setattr(search_gate, "evaluate", fake_evaluate)
     gate = SearchGate(recipe, tmp_path)
-    fp8 = variant(recipe, ["engine.kv_cache_dtype=fp8"])
+    fp8 = recipe.varied({"engine.kv_cache_dtype": "fp8"}, "test")
     first, second = gate.check(fp8), gate.check(fp8)
     assert baselines == [recipe] and gate.baseline_run == "base-1"
     assert evaluated == [("fp8", "base-1"), ("fp8", "base-1")]

@@ -1,4 +1,5 @@
-"""The search space (values, seeds, overrides) and a trial's verdict (objective, constraints)."""
+"""The search space (values, seeds, trial recipes) and a trial's verdict (objective,
+constraints)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from model_optimizer.tune.space import (
     ParamSpec,
     TuneConfig,
     TuneFlags,
-    overrides_for,
     planner_seed,
     recipe_seed,
     same_value,
+    trial_recipe,
 )
 
 SECTION = {"params": {"max_num_seqs": {"type": "int_log", "low": 1, "high": 32},
@@ -68,8 +69,21 @@ def test_seeds_and_overrides():
     engine = {"max_num_seqs": 8, "block_size": 16, "enable_prefix_caching": None}
     assert recipe_seed(config, engine) == {"max_num_seqs": 8}  # 16 is outside the space
     assert planner_seed(config, engine, 20) == {"max_num_seqs": 20}
-    assert overrides_for({"max_num_seqs": 8, "enable_prefix_caching": True}) == [
-        "engine.max_num_seqs=8", "engine.enable_prefix_caching=true"]
+
+
+
+def test_a_trial_recipe_sets_typed_values_recorded_as_the_trial():
+    from pathlib import Path
+
+    from model_optimizer.recipe import load_recipe
+
+    loaded = load_recipe(Path(__file__).resolve().parents[3] / "recipes" / "tiny-cpu.yaml")
+    step = trial_recipe(loaded, {"max_num_seqs": 8.0, "enable_prefix_caching": True})
+    assert step.resolved["engine"]["max_num_seqs"] == 8
+    assert type(step.resolved["engine"]["max_num_seqs"]) is int  # 8, never "8.0" in argv
+    assert step.resolved["engine"]["enable_prefix_caching"] is True
+    assert {v.source for v in step.varied_values} == {
+        "tune trial max_num_seqs 8, enable_prefix_caching True"}
 
 
 def test_suggestions_stay_in_the_space():
