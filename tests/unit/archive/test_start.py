@@ -14,7 +14,7 @@ from model_optimizer.recipe import load_recipe
 from .fakes import tiny_recipe
 
 COMMON = {"id", "created_at", "recipe_file", "recipe_name", "recipe_revision", "overrides",
-          "versions", "hardware"}
+          "varied", "versions", "hardware"}
 
 
 def started(tmp_path, loaded, extra, **how) -> tuple[RunArchive, dict]:
