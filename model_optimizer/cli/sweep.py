@@ -114,7 +114,7 @@ def sweep(
              "closed loop only); probe-fit: the same server scanned up and down, the knee "
              "from a curve fitted over every window, with its band and a resolved verdict; "
              "relaunch: one launch per value; auto (the default, sweep.strategy): "
-             "probe-scan where valid.")] = None,
+             "probe-fit where a scan is valid, else relaunch.")] = None,
     budget: Annotated[float | None, typer.Option(
         min=0.1, help="Minutes to spend searching and deciding (default: the recipe's "
                       "sweep.budget, 15): the top candidates are measured interleaved, a pair "

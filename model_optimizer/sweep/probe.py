@@ -42,9 +42,18 @@ from model_optimizer.search.scanrules import MAX_SCAN_SERVERS
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
 STRATEGIES = ("auto", "probe-scan", "probe-fit", "relaunch")
+#: what ``auto`` resolves to where a scan is valid: the search simulator's table favours
+#: probe-fit over probe-scan (docs/benchmarks/search-simulator.md; docs/sweep.md says why)
+AUTO = "probe-fit"
+AUTO_WHY = " (auto: the strategy the search simulator's table favours)"
+SCAN_WHY = {
+    "probe-fit": "one server at the ceiling scanned up and down, the knee from a curve fitted "
+                 "over every window",
+    "probe-scan": "one server at the ceiling, the concurrency scanned on it",
+}
 #: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
 SCANNING = ("probe-scan", "probe-fit")
-__all__ = ["KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
+__all__ = ["AUTO", "KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
            "level_point", "probe_scan_problems", "resolve_strategy", "scan_ceiling"]
 
 
@@ -58,18 +67,17 @@ def probe_scan_problems(recipe: Recipe, config: SweepConfig) -> list[str]:
 
 
 def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tuple[str, str]:
-    """``(strategy, why)``: ``auto`` picks probe-scan where valid; an explicit probe-scan that
-    is not valid is a usage error naming the reasons."""
+    """``(strategy, why)``: ``auto`` picks :data:`AUTO` (probe-fit) where a scan is valid,
+    relaunch where not; an explicit scanning strategy that is not valid is a usage error
+    naming the reasons."""
     if requested not in STRATEGIES:
         raise UsageError(f"--strategy {requested}: choose one of {', '.join(STRATEGIES)}")
     problems = probe_scan_problems(recipe, config)
     if requested == "relaunch":
         return "relaunch", "asked for (--strategy relaunch)"
-    if not problems and requested == "probe-fit":
-        return "probe-fit", ("one server at the ceiling scanned up and down, the knee from a "
-                             "curve fitted over every window")
     if not problems:
-        return "probe-scan", "one server at the ceiling, the concurrency scanned on it"
+        chosen = AUTO if requested == "auto" else requested
+        return chosen, SCAN_WHY[chosen] + (AUTO_WHY if requested == "auto" else "")
     if requested in SCANNING:
         raise UsageError(f"--strategy {requested} is not valid here: " + "; ".join(problems)
                          + ". Use --strategy relaunch.")

@@ -25,7 +25,7 @@ def test_probe_scan_finds_a_knee_and_confirms_it_with_two_launches(recipe_copy, 
     runs = tmp_path / "runs"
     result = run_mopt(
         "sweep", str(recipe_copy), "--param", "max_num_seqs", "--start", "1", "--growth", "4",
-        "--max", "16", "--runs-dir", str(runs), "--json",
+        "--max", "16", "--runs-dir", str(runs), "--json", "--strategy", "probe-scan",
         "--set", "workload.duration_s=8", "--set", "sweep.confirm_duration_s=4",
         "--set", "sweep.remeasure_rounds=1", "--set", "sweep.resolution=4", timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -54,8 +54,8 @@ def recipe(tmp_path):
 def sweep_once(recipe, runs, measure, output):
     loaded = load_recipe(recipe, ["sweep.confirm_duration_s=0", "workload.concurrency=null",
                                   "sweep.max_launches=20"])
-    return start_sweep(loaded, runs, flags=SweepFlags(start=1), output=output,
-                       measure=measure)
+    return start_sweep(loaded, runs, flags=SweepFlags(start=1, strategy="probe-scan"),
+                       output=output, measure=measure)   # the growth rules on one server
 
 
 def test_sweep_writes_outputs_and_a_validated_revision(recipe, tmp_path):

@@ -34,10 +34,12 @@ def seqs(**extra) -> SweepConfig:
     return SweepConfig(**{"param": "max_num_seqs", "start": 1, "max": 64, **extra})
 
 
-def test_auto_picks_probe_scan_for_a_tied_closed_loop():
+def test_auto_picks_probe_fit_for_a_tied_closed_loop():
     recipe = tiny().resolved
     assert probe_scan_problems(recipe, seqs()) == []
-    assert resolve_strategy("auto", recipe, seqs())[0] == "probe-scan"
+    strategy, why = resolve_strategy("auto", recipe, seqs())
+    assert strategy == "probe-fit" and "simulator" in why
+    assert resolve_strategy("probe-scan", recipe, seqs())[0] == "probe-scan"
     assert resolve_strategy("relaunch", recipe, seqs())[0] == "relaunch"
 
 

@@ -27,7 +27,8 @@ def mock_probe_sweep(tmp_path: Path, engine: MockEngine, resolution: int):
                                   "workload.warmup_steady_max_s=null",  # not the test here
                                   "sweep.confirm_duration_s=1", "sweep.remeasure_rounds=1",
                                   f"sweep.resolution={resolution}"])
-    outcome = start_sweep(loaded, tmp_path / "runs", flags=SweepFlags(start=1, max=8),
+    outcome = start_sweep(loaded, tmp_path / "runs",
+                          flags=SweepFlags(start=1, max=8, strategy="probe-scan"),
                           output=tmp_path / "out.yaml", engine_factory=engine)
     return outcome, json.loads((outcome.archive / "summary.json").read_text())
 
