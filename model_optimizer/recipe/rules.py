@@ -18,6 +18,9 @@ NUMERIC_KNOBS = knob_names("numeric")
 CATEGORICAL_KNOBS = knob_names("categorical")
 #: engine knobs that take fractional values; every other numeric knob is an integer
 FLOAT_KNOBS = frozenset(k.name for k in KNOBS if k.sweep == "numeric" and k.kind == "float")
+#: engine knobs that are true or false (a tune's choices for them are booleans)
+BOOL_KNOBS = frozenset(k.name for k in KNOBS if k.field.startswith("engine.")
+                       and k.kind == "bool")
 
 #: flags a recipe sets through a first-class field: extra_args may not set them again
 FIRST_CLASS_FLAGS = {k.flag: k.field for k in KNOBS if k.exclusive}
@@ -209,7 +212,7 @@ def _multiple_note(name: str, accelerator: str) -> str:
 
 
 def _valid_choice(name: str, value: object, accelerator: str) -> bool:
-    if name in ("enable_prefix_caching", "enforce_eager", "enable_chunked_prefill"):
+    if name in BOOL_KNOBS:
         return isinstance(value, bool)
     if name == "kv_cache_dtype":
         return value in (subschema(("engine", "kv_cache_dtype")) or {}).get("enum", [])

@@ -48,8 +48,8 @@ def test_scheduling_knobs_pass_without_an_eval(recipe, tmp_path, monkeypatch):
 
 def test_no_quality_section_means_no_gate(tmp_path):
     plain = load_recipe(ROOT / "recipes" / "tiny-cpu.yaml")
-    assert SearchGate(plain, tmp_path).check(plain.varied({"engine.kv_cache_dtype": "fp8"}, "test")) \
-        is None
+    fp8 = plain.varied({"engine.kv_cache_dtype": "fp8"}, "test")
+    assert SearchGate(plain, tmp_path).check(fp8) is None
 
 
 def test_an_output_changing_candidate_is_evaluated_against_one_baseline(recipe, tmp_path,
