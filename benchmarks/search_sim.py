@@ -19,6 +19,15 @@ confirming launch) on every numeric curve times a block_size effect of 1.00 / 1.
 
     .venv/bin/python benchmarks/search_sim.py --tune [--reps 300] [--jobs 2]
         [--n-trials 12] [--curves ...] [--noise ...]
+
+After the sweep table, the fitted curve's predictions at levels it did not measure
+(``simulate/predtable.py``, issue 35 item 4): per numeric curve and noise, leave-one-level-out
+MAPE of throughput and TTFT p50/p99 against the median of 5 windows at the held-out level
+(and against the truth), with the goals (throughput <= 5%, TTFT p50 <= 15%) MET or MISSED
+per noise; ``--predict-reps`` repetitions (default 100: about 4 minutes on one busy core).
+``--predict`` prints that table alone.
+
+    .venv/bin/python benchmarks/search_sim.py --predict [--predict-reps 100] [--noise ...]
 """
 
 from __future__ import annotations
@@ -28,36 +37,45 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from model_optimizer.simulate.bench import REGIMES
-from model_optimizer.simulate.drive import STRATEGIES
+from model_optimizer.simulate.drive import BUDGET_MIN, STRATEGIES
+from model_optimizer.simulate.predtable import (
+    PREDICTION_HEADER,
+    PredictionRow,
+    simulate_prediction,
+)
 from model_optimizer.simulate.table import Row, markdown, simulate
 from model_optimizer.simulate.truth import curves, surfaces
 from model_optimizer.simulate.tunetable import TUNE_HEADER, TuneRow, simulate_tune
 
 DEFAULT = "probe-fit"
+#: issue 35 item 4: held-out MAPE goals (anchors: AIConfigurator 5.3% throughput, LLM-Emu
+#: 10.4% TTFT)
+PREDICTION_GOALS = (("qps", "throughput MAPE", 0.05), ("ttft_p50_ms", "TTFT p50 MAPE", 0.15))
 
 
-def goals(rows: list[Row]) -> list[str]:
-    """The issue's goals, MET or MISSED, for the default strategy (and zero wrong for all)."""
+def goals(rows: list[Row], loud_3x: list[Row]) -> list[str]:
+    """Issue 35's goals, MET or MISSED, for the default strategy (``loud_3x``: the CV 30%
+    cells again at three times the default budget)."""
     default = [r for r in rows if r.strategy == DEFAULT]
     quiet = [r for r in default if r.noise in ("cv0", "cv2", "cv5")]
-    loud = [r for r in default if r.noise == "cv30+collapse"]
     numeric = [r for r in quiet if r.curve != "categorical"]
+    loud = [r for r in loud_3x if r.strategy == DEFAULT]
     checks = [
-        ("CV <= 5%: >= 0.97 of the true best in >= 99% on every shape",
-         all(r.at_least_97 >= 0.99 for r in quiet), _worst(quiet, "at_least_97")),
+        ("calibration: among resolved choices, <= 1% below 0.90 of the true best, every cell",
+         all(r.calibration <= 0.01 for r in default + loud),
+         _worst(default + loud, "calibration", high=True)),
+        ("CV <= 5%: resolved in >= 95% within the default budget",
+         all(r.resolved >= 0.95 for r in quiet), _worst(quiet, "resolved")),
+        ("CV <= 5%: >= 0.98 of the true knee's req/s and <= 1.25x the knee in >= 95%",
+         all(r.near_knee >= 0.95 for r in numeric), _worst(numeric, "near_knee")),
         ("CV <= 5%: <= 3 launches (max_num_seqs)",
          all(r.max_launches <= 3 for r in numeric), _worst(numeric, "max_launches", high=True)),
-        ("CV <= 5%: <= 1.25x the true knee in >= 95%",
-         all(r.within_knee >= 0.95 for r in numeric), _worst(numeric, "within_knee")),
-        ("CV 30% + collapses: >= 0.90 in >= 95%",
-         all(r.at_least_90 >= 0.95 for r in loud), _worst(loud, "at_least_90")),
-        ("zero confidently wrong at any noise (default strategy)",
-         all(r.confidently_wrong == 0 for r in default),
-         _worst(default, "confidently_wrong", high=True)),
+        ("CV 30% + collapses: resolved in >= 50% within 3x the default budget",
+         all(r.resolved >= 0.50 for r in loud), _worst(loud, "resolved")),
     ]
-    if not default:   # nothing to judge: a goal met by no cell is not met
-        return [f"- {name}: **NOT JUDGED** ({DEFAULT}, the strategy judged, was not run)"
-                for name, _, _ in checks]
+    if not default or not loud:   # nothing to judge: a goal met by no cell is not met
+        return [f"- {name}: **NOT JUDGED** ({DEFAULT}, the strategy judged, was not run "
+                "in every regime)" for name, _, _ in checks]
     return [f"- {name}: **{'MET' if ok else 'MISSED'}** (worst cell: {worst})"
             for name, ok, worst in checks]
 
@@ -111,6 +129,34 @@ def plot(rows: list[Row], path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def prediction_goals(rows: list[PredictionRow]) -> list[str]:
+    """Per noise regime and goal, MET when every curve's MAPE (against the median of the
+    held-out level's windows) is within it, with the worst cell."""
+    lines = []
+    for noise in dict.fromkeys(r.noise for r in rows):
+        cell = [r for r in rows if r.noise == noise]
+        for key, name, goal in PREDICTION_GOALS:
+            worst = max(cell, key=lambda r: r.mape[key])
+            verdict = "MET" if worst.mape[key] <= goal else "MISSED"
+            lines.append(f"- {name} <= {goal:.0%} at {noise}: **{verdict}** (worst cell: "
+                         f"{worst.curve} {worst.mape[key]:.1%})")
+    return lines
+
+
+def main_predict(args: argparse.Namespace) -> None:
+    """The prediction table of every numeric curve (``--curves``) at every ``--noise``."""
+    shapes, began = curves(), time.monotonic()
+    names = [n for n in (args.curves or ",".join(shapes)).split(",")
+             if not shapes[n].categorical]
+    rows = [simulate_prediction(shapes[name], REGIMES[noise], args.predict_reps)
+            for noise in args.noise.split(",") for name in names]
+    print(markdown(rows, PREDICTION_HEADER))
+    print()
+    print("\n".join(prediction_goals(rows)))
+    print(f"\n{len(rows)} prediction cells x {args.predict_reps} repetitions in "
+          f"{time.monotonic() - began:.0f} s")
+
+
 def _tune_cell(surface: str, noise: str, reps: int, n_trials: int) -> TuneRow:
     """One tune cell (by names, so that a worker process can run it)."""
     return simulate_tune(surfaces()[surface], REGIMES[noise], reps, n_trials=n_trials)
@@ -141,9 +187,16 @@ def main() -> None:
     parser.add_argument("--tune", action="store_true", help="the tune's table instead")
     parser.add_argument("--n-trials", type=int, default=12, help="--tune: the trial budget")
     parser.add_argument("--jobs", type=int, default=1, help="--tune: cells at a time")
+    parser.add_argument("--predict", action="store_true",
+                        help="the fitted curve's prediction table alone")
+    parser.add_argument("--predict-reps", type=int, default=100,
+                        help="repetitions per prediction cell")
     args = parser.parse_args()
     if args.tune:
         main_tune(args)
+        return
+    if args.predict:
+        main_predict(args)
         return
     args.curves = args.curves or ",".join(curves())
     shapes, rows, began = curves(), [], time.monotonic()
@@ -152,15 +205,24 @@ def main() -> None:
             for strategy in args.strategies.split(","):
                 rows.append(simulate(shapes[name], REGIMES[noise], strategy, args.reps))
     print(markdown(rows))
+    loud = [simulate(shapes[name], REGIMES["cv30+collapse"], DEFAULT, args.reps,
+                     budget_min=3 * BUDGET_MIN)
+            for name in args.curves.split(",") if DEFAULT in args.strategies.split(",")
+            and "cv30+collapse" in args.noise.split(",")]
+    print(f"\nCV 30% + collapses at 3x the default budget ({3 * BUDGET_MIN:g} min), "
+          f"{DEFAULT}:\n")
+    print(markdown(loud))
     print()
     for line in depths(rows):
         print(line)
     print()
-    print("\n".join(goals(rows)))
+    print("\n".join(goals(rows, loud)))
     print(f"\n{len(rows)} cells x {args.reps} repetitions in "
           f"{time.monotonic() - began:.0f} s")
     if args.png:
         plot(rows, args.png)
+    print()
+    main_predict(args)
 
 
 if __name__ == "__main__":

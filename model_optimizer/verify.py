@@ -13,6 +13,11 @@ measured run under its ``steps/``, ``verdict.json``, and in ``run.json`` the env
 was measured in, so ``mopt status`` and ``apply --strict`` know which vLLM, hardware,
 driver and checkpoint a revision was verified on. On a regression the result names what to
 run next: a rollback to a revision that held here, a sweep, a tune.
+
+A measured window the cross-check flags client-bound (:mod:`.crosscheck`) is not judged
+(the rule's :func:`.history.verify_rule.judge`): the verdict is "not judged: client-bound
+(...)", exit 2 (:data:`EXIT_NOT_JUDGED`), status ``failed:client_bound``, and the result
+says how to measure the engine instead of the client.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ from model_optimizer.archive.names import (
     STEPS_DIR,
     VERDICT_FILE,
 )
-from model_optimizer.errors import EXIT_OK, EXIT_SLO_FAILED, UsageError
+from model_optimizer.errors import EXIT_OK, EXIT_SLO_FAILED, EXIT_USAGE, UsageError
 from model_optimizer.events import EventCallback
 from model_optimizer.history import archives
 from model_optimizer.history.drift import environment_here
 from model_optimizer.history.validation import Validation, validating_measurement
 from model_optimizer.history.verifications import (
+    CLIENT_BOUND_STATUS,
     KIND,
     REGRESSED_STATUS,
     describe_environment,
@@ -50,6 +56,8 @@ from model_optimizer.secrets import redact_url
 
 VERSION_DEADLINE_S = 5.0
 VERSION_MAX_BYTES = 4096
+#: a client-bound window: measured, but it cannot judge the engine; as "no figures to compare"
+EXIT_NOT_JUDGED = EXIT_USAGE
 
 
 @dataclass
@@ -81,23 +89,35 @@ class VerifyResult:
         return self.outcome.ok and self.verdict is not None and self.verdict.holds
 
     @property
+    def client_bound(self) -> bool:
+        """The measured window was client-bound, so nothing was judged."""
+        return self.outcome.ok and self.verdict is not None \
+            and self.verdict.client_bound is not None
+
+    @property
     def exit_code(self) -> int:
-        """0 holds, 4 regressed (or nothing could be judged), the run's code when it failed."""
+        """0 holds, 4 regressed (or no figure could be compared), 2 a client-bound window
+        (:data:`EXIT_NOT_JUDGED`), the run's code when it failed."""
         if not self.outcome.ok:
             return self.outcome.exit_code
+        if self.client_bound:
+            return EXIT_NOT_JUDGED
         return EXIT_OK if self.holds else EXIT_SLO_FAILED
 
     @property
     def word(self) -> str:
-        """``holds``, ``regressed``, ``not judged``, or the failed run's status."""
+        """``holds``, ``regressed``, ``not judged``, ``not judged: client-bound (...)``, or
+        the failed run's status."""
         if not self.outcome.ok or self.verdict is None:
             return self.outcome.status
-        return self.verdict.word
+        return f"{self.verdict.word}: {self.verdict.reason}" if self.client_bound \
+            else self.verdict.word
 
     def to_dict(self) -> dict:
         """JSON form (``mopt verify --json``; ``rollback --apply``'s verification)."""
         return {"recipe_file": self.recipe_file, "name": self.name, "revision": self.revision,
                 "verdict": self.word, "holds": self.holds, "exit_code": self.exit_code,
+                "client_bound": self.verdict.client_bound if self.verdict else None,
                 "environment": self.environment, "validation": self.validation.to_dict(),
                 "checks": [c.to_dict() for c in self.verdict.checks] if self.verdict else [],
                 "regressed": [c.metric for c in self.verdict.regressed] if self.verdict
@@ -220,6 +240,7 @@ def _finish(archive: RunArchive, result: VerifyResult) -> None:
                        + "\n")
     archive.write_entry(**metric_fields(result.outcome.metrics))
     status = ("ok" if result.holds else result.outcome.status if not result.outcome.ok
+              else CLIENT_BOUND_STATUS if result.client_bound
               else REGRESSED_STATUS if result.verdict and result.verdict.regressed
               else failed_status("not_judged"))
     archive.set_status(status, phase="finished", finished_at=utc_now(),
@@ -237,6 +258,8 @@ def next_steps(result: VerifyResult, loaded: LoadedRecipe, runs_base: Path) -> l
                  "why": f"the measurement ended {result.outcome.status}"}]
     if result.holds:
         return []
+    if result.client_bound:
+        return client_bound_steps(result)
     steps = []
     held = _held_before(loaded, runs_base, result.environment)
     if held is not None:
@@ -250,6 +273,24 @@ def next_steps(result: VerifyResult, loaded: LoadedRecipe, runs_base: Path) -> l
         steps.append({"command": f"mopt tune {recipe}",
                       "why": "search the knobs of its tune section together, here"})
     return steps
+
+
+def client_bound_steps(result: VerifyResult) -> list[dict]:
+    """What makes the engine, not the load client, set the pace of the next verification."""
+    recipe = result.recipe_file
+    load = (result.outcome.metrics.get("load_average") or {}).get("before")
+    busy = f"; the load average was {load:.2f} before the window" if load is not None else ""
+    return [
+        {"command": f"mopt verify {recipe} --url http://<server>:<port>",
+         "why": "run from another host: the client no longer shares the engine's machine"},
+        {"command": f"mopt verify {recipe} --set 'hardware.placement={{engine: [0], "
+                    "server: [1], client: [2]}}'",
+         "why": "or here with the client on cores of its own (your core ids; "
+                f"docs/reference.md, hardware.placement), on a quiet machine{busy}"},
+        {"command": f"mopt sweep {recipe}",
+         "why": "or re-validate with fewer in flight: one client cannot keep the engine "
+                "fed at the validated concurrency, and verify measures that workload as it "
+                "was"}]
 
 
 def _held_before(loaded: LoadedRecipe, runs_base: Path, environment: dict):
@@ -312,6 +353,9 @@ def verdict_line(result: VerifyResult) -> str:
     if result.holds:
         return f"HOLDS: revision {result.revision} verified on {where}"
     if result.verdict is None or not result.verdict.regressed:
-        return "NOT JUDGED: no figure could be compared with the validated one"
+        return (f"NOT JUDGED: {result.verdict.reason if result.verdict else 'no figures'}"
+                + (": the load client, not the engine, set the pace of this window, so its "
+                   "figures are no evidence of a regression or of a hold"
+                   if result.client_bound else ""))
     return (f"REGRESSED on {where}: "
             + "; ".join(check.describe() for check in result.verdict.regressed))

@@ -70,7 +70,8 @@ def rollback(
     Exit codes: 0 done (and, with --apply, the revision holds: `mopt verify`'s rule); 2 bad
     input or a broken archive; 3/5 the relaunched server failed; 4 --apply ran to the end
     but a figure regressed beyond the noise (as a run that missed its SLOs: 1 is only
-    `plan`'s "does not fit").
+    `plan`'s "does not fit"); 2 also when --apply's window was client-bound (not judged,
+    as `mopt verify`).
     """
     result = restore(ref, runs_dir(runs_dir_opt), recipe, force=force)
     if not apply_it:

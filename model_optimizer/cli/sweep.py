@@ -115,10 +115,15 @@ def sweep(
              "from a curve fitted over every window, with its band and a resolved verdict; "
              "relaunch: one launch per value; auto (the default, sweep.strategy): "
              "probe-scan where valid.")] = None,
+    budget: Annotated[float | None, typer.Option(
+        min=0.1, help="Minutes to spend searching and deciding (default: the recipe's "
+                      "sweep.budget, 15): the top candidates are measured interleaved, a pair "
+                      "of windows at a time, until the choice is resolved or this is spent.")]
+    = None,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Write nothing when the choice is not resolved (the noise unknown "
-                         "or above the plateau threshold, the margin not shown, the fitted "
-                         "knee's band too wide, the sustained run short): exit 4.")] = False,
+        "--strict", help="Write nothing when the choice is not resolved (the noise unknown, "
+                         "the margin not shown within the budget, the fitted knee's band too "
+                         "wide, the sustained run short): exit 4.")] = False,
     output: RevisionOutputOption = None,
     model_config: ModelConfigOption = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted sweep in this "
@@ -131,7 +136,8 @@ def sweep(
     as_json: JsonOption = False,
 ) -> None:
     """Sweep one engine knob: grow it until throughput plateaus (by 95% intervals), memory
-    runs out or an SLO breaks, bisect, re-measure the top two interleaved, confirm the knee
+    runs out or an SLO breaks, bisect, re-measure the top candidates interleaved until the
+    choice is resolved or the budget is spent, confirm the knee
     with a sustained run, and write a new recipe revision. max_num_seqs is scanned on one
     server (probe-scan) where valid.
 
@@ -152,7 +158,8 @@ def sweep(
                       runs_dir=runs_dir_opt, output=output, model_config=model_config,
                       force=force, no_quality_gate=no_quality_gate)
     flags = SweepFlags(param=param, start=start, growth=growth, step=step, max=max_value,
-                       values=_values(values), strategy=strategy, strict=strict)
+                       values=_values(values), strategy=strategy, strict=strict,
+                       budget=budget)
     run_search(lambda: _run(args, flags, progress), progress, "sweep",
                "report.md, summary.csv, plot.png", as_json)
 

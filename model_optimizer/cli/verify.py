@@ -88,10 +88,14 @@ def verify_command(
 
     Without RECIPE, verifies the current recipe (see `mopt status`).
 
+    A measured window the cross-check flags client-bound (the load client, not the engine,
+    set its pace) is not judged: "not judged: client-bound (...)", exit 2, with how to
+    measure the engine instead.
+
     Exit codes: 0 the revision holds; 2 bad input (no validated block, a preflight
-    refusal, a dead --url); 3 the server failed to start; 4 a figure regressed beyond the
-    noise (named, with its interval); 5 the engine failed during the load; 130
-    interrupted.
+    refusal, a dead --url) or a client-bound window, not judged; 3 the server failed to
+    start; 4 a figure regressed beyond the noise (named, with its interval); 5 the engine
+    failed during the load; 130 interrupted.
     """
     loaded = load_chosen(recipe, overrides, "verify", as_json, runs_dir_opt)
     for message in check_drift(loaded.resolved, base_dir=loaded.base_dir,

@@ -5,7 +5,8 @@ it): ``run.json`` names the recipe (file, name, revision, configuration hash), t
 run it was compared with and the **environment** it was measured in (vLLM version,
 hardware, GPU driver, the checkpoint's SHA-256 when the revision pins one);
 ``verdict.json`` holds every figure's judgement; its status is ``ok`` when the revision
-held, ``failed:regressed`` when it did not (``failed:<class>`` when the measurement itself
+held, ``failed:regressed`` when it did not, ``failed:client_bound`` when its window was
+client-bound and nothing was judged (``failed:<class>`` when the measurement itself
 failed). ``steps/`` holds the measured run.
 
 ``mopt status`` shows a revision's latest verification ("verified on vLLM 0.33.0 (...):
@@ -26,6 +27,8 @@ from model_optimizer.history.current import last_touched
 
 KIND = "verify"
 REGRESSED_STATUS = "failed:regressed"
+#: measured, but client-bound: not judged (``verify_rule.client_bound``)
+CLIENT_BOUND_STATUS = "failed:client_bound"
 #: what a verification's environment names, in this order
 ENVIRONMENT_KEYS = ("vllm", "hardware", "driver", "checkpoint")
 
@@ -62,7 +65,10 @@ class Verification:
 
     @property
     def word(self) -> str:
-        """``holds``, ``regressed``, or the failed measurement's status."""
+        """``holds``, ``regressed``, ``not judged: client-bound``, or the failed
+        measurement's status."""
+        if self.status == CLIENT_BOUND_STATUS:
+            return "not judged: client-bound"
         return "holds" if self.holds else "regressed" if self.status == REGRESSED_STATUS \
             else self.status
 

@@ -26,6 +26,13 @@ that either side lacks, or a TPOT a side cannot show (its outputs arrived in one
 :func:`.stats.coalesced_fraction`), is **not judged**. The revision holds when no judged
 figure regressed and at least one was judged.
 
+A measured window the cross-check flags **client-bound** (:mod:`..crosscheck`: the engine
+did not hold the requests for more than :data:`..crosscheck.STARVED_LIMIT` of the client's
+in-flight time) is **not judged** at all: its pace was the load client's and the API
+server's, not the engine's, so neither a regression nor a hold read from it is evidence
+about the engine. Its figures are still compared and shown, each marked not judged, and the
+verdict names the figures of the check (:func:`client_bound`).
+
 The runs of one machine swing by 20-60% between runs minutes apart (docs/design.md
 section 4); a fixed tolerance under that noise calls noise a regression, which is why there
 is none here.
@@ -34,8 +41,9 @@ is none here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from model_optimizer.crosscheck import STARVED_LIMIT
 from model_optimizer.history import stats
 from model_optimizer.history.diff import latency_samples_ms
 
@@ -45,6 +53,7 @@ CHECKED = (("qps", 1), ("output_tok_s", 1), ("ttft_p50_ms", -1), ("tpot_p50_ms",
 RATE_WEIGHTS = {"qps": None, "output_tok_s": "output_tokens"}
 Z95 = 1.96
 HOLDS, REGRESSED, IMPROVED, NOT_JUDGED = "holds", "regressed", "improved", "not judged"
+CLIENT_BOUND_NOTE = "client-bound window"
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class Verdict:
 
     checks: list[FigureCheck] = field(default_factory=list)
     archived_cv: float | None = None
+    client_bound: dict | None = None  # the measured window's feed check, when client-bound
 
     @property
     def regressed(self) -> list[FigureCheck]:
@@ -137,9 +147,18 @@ class Verdict:
         """``holds``, ``regressed`` or ``not judged``."""
         return REGRESSED if self.regressed else HOLDS if self.judged else NOT_JUDGED
 
+    @property
+    def reason(self) -> str | None:
+        """Why nothing was judged: ``client-bound (...)``, ``no figure could be compared``;
+        None when something was."""
+        if self.client_bound is not None:
+            return f"client-bound ({describe_feed(self.client_bound)})"
+        return None if self.judged else "no figure could be compared with the validated one"
+
     def to_dict(self) -> dict:
         """JSON form."""
-        return {"verdict": self.word, "holds": self.holds,
+        return {"verdict": self.word, "holds": self.holds, "reason": self.reason,
+                "client_bound": self.client_bound,
                 "regressed": [c.metric for c in self.regressed],
                 "archived_cv": self.archived_cv, "checks": [c.to_dict() for c in self.checks],
                 "rule": "regressed when worse than validated by more than the noise: the "
@@ -211,8 +230,40 @@ def judge_figure(key: str, sign: int, old: Evidence, new: Evidence,
     return FigureCheck(key, before, after, *widths, change, worse_by, noise, source, verdict)
 
 
+def client_bound(side: Evidence) -> dict | None:
+    """The window's ``feed`` check (``metrics.json``) when the cross-check flagged it
+    client-bound; None when it was engine-paced or not checked (no server histograms)."""
+    found = side.metrics.get("feed")
+    return dict(found) if isinstance(found, dict) and found.get("client_bound") is True \
+        else None
+
+
+def describe_feed(found: dict) -> str:
+    """``the engine held the requests for 87% of the client's in-flight time, starved 13%,
+    over the 10% limit; 8 in flight``."""
+    held, starved = found.get("held_share"), found.get("starved_share")
+    if held is None or starved is None:
+        return "the cross-check flagged it"
+    in_flight = f"; {found['intended']} in flight" if found.get("intended") else ""
+    return (f"the engine held the requests for {held:.0%} of the client's in-flight time, "
+            f"starved {starved:.0%}, over the {STARVED_LIMIT:.0%} limit{in_flight}")
+
+
+def _not_judged(check: FigureCheck) -> FigureCheck:
+    """``check`` from a client-bound window: not judged, its reading kept in the note."""
+    note = CLIENT_BOUND_NOTE if check.verdict == NOT_JUDGED else \
+        f"{CLIENT_BOUND_NOTE}: would read {check.verdict}"
+    return replace(check, verdict=NOT_JUDGED,
+                   note=f"{check.note}; {note}" if check.note else note)
+
+
 def judge(validated: Evidence, measured: Evidence,
           archived_cv: float | None = None) -> Verdict:
-    """Every figure of :data:`CHECKED`, the measured side against the validated one."""
-    return Verdict([judge_figure(key, sign, validated, measured, archived_cv)
-                    for key, sign in CHECKED], archived_cv)
+    """Every figure of :data:`CHECKED`, the measured side against the validated one; every
+    one not judged when the measured window was client-bound (module docstring)."""
+    checks = [judge_figure(key, sign, validated, measured, archived_cv)
+              for key, sign in CHECKED]
+    bound = client_bound(measured)
+    if bound is not None:
+        checks = [_not_judged(check) for check in checks]
+    return Verdict(checks, archived_cv, bound)

@@ -7,9 +7,10 @@ Only format 1 exists today. When format 2 arrives, add ``MIGRATIONS[1] = _v1_to_
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Callable
 
-from model_optimizer.errors import RecipeError
+from model_optimizer.errors import RecipeError, RecipeWarning
 from model_optimizer.recipe.schema import CURRENT_VERSION
 from model_optimizer.recipe.yamlsource import SourceMap
 
@@ -54,4 +55,20 @@ def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
         doc = step(dict(doc))
         version += 1
         doc["recipe_version"] = version
-    return doc, original
+    return retired_keys(doc, smap), original
+
+
+def retired_keys(doc: dict, smap: SourceMap) -> dict:
+    """Format 1 keys that were retired without a new format: ``sweep.max_minutes`` is now
+    ``sweep.budget`` (the same minutes), rewritten with a warning naming its line, so old
+    recipes and archived revisions load."""
+    sweep = doc.get("sweep")
+    if not isinstance(sweep, dict) or "max_minutes" not in sweep:
+        return doc
+    sweep = dict(sweep)
+    minutes = sweep.pop("max_minutes")
+    sweep.setdefault("budget", minutes)
+    warnings.warn(RecipeWarning(smap.diagnostic(
+        ("sweep", "max_minutes"), "renamed to sweep.budget (read as budget here)",
+        "rename the key to 'budget'", prefer_key=True).format()), stacklevel=4)
+    return {**doc, "sweep": sweep}

@@ -208,11 +208,11 @@ class SweepSpec(_Spec):
     relative_resolution: Number | None = None
     repeats: int = 1
     max_launches: int | None = 12
-    max_minutes: Number | None = None
+    budget: Number | None = 15
     confirm_duration_s: Number = 60
     objective_class: str | None = None
     strategy: Literal["auto", "probe-scan", "probe-fit", "relaunch"] = "auto"
-    remeasure_rounds: int = 2
+    remeasure_rounds: int | None = None
 
 
 class TuneParamSpec(_Spec):
@@ -342,6 +342,7 @@ class ValidatedSpec(_Spec):
     quality: dict[str, Any] | None = None
     knee: dict[str, Any] | None = None
     resolved: bool | None = None
+    decision: dict[str, Any] | None = None
     load_average: dict[str, Any] | None = None
     driver: str | None = None
 

@@ -33,13 +33,15 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
                              figures: dict, *, by: str, output: Path,
                              hardware: str | None = None, quality: dict | None = None,
                              knee: dict | None = None, resolved: bool | None = None,
-                             load_average: dict | None = None) -> Path:
+                             load_average: dict | None = None,
+                             decision: dict | None = None) -> Path:
     """Write ``loaded`` with ``changes`` as its next revision to ``output``, validated by the
     search archived in ``archive`` (which keeps the previous and the written text).
     ``quality``: the quality gate's verdict on the configuration (``GateResult.to_dict()``);
     ``knee``: a fitted knee's verdict (resolved, value, band, share_low, windows);
     ``resolved``: the search's verdict on its choice (false: written, not resolved);
-    ``load_average``: the machine's load during the search (``search.session.load_summary``)."""
+    ``load_average``: the machine's load during the search (``search.session.load_summary``);
+    ``decision``: the evidence the verdict rests on (the weakest comparison, its interval)."""
     validated = {
         "at": utc_now(), "run_id": archive.id, "by": by,
         "metrics": {k: figures.get(k) for k in FIGURE_KEYS if k in figures},
@@ -56,6 +58,8 @@ def write_validated_revision(archive: RunArchive, loaded: LoadedRecipe, changes:
         validated["knee"] = knee
     if resolved is not None:
         validated["resolved"] = bool(resolved)
+    if decision is not None:
+        validated["decision"] = decision
     if load_average is not None:
         validated["load_average"] = load_average
     archive.write_text(PREVIOUS_RECIPE, loaded.source_text)

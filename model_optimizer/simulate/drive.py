@@ -2,14 +2,15 @@
 
 The steps are the sweep loop's (``sweep/loop.py``) in the same order, calling the same pure
 functions: growth and bisection by :func:`~model_optimizer.sweep.strategy.next_value`, the
-interleaved re-measurement by :func:`~model_optimizer.sweep.decide.remeasure_plan` (stopped
-by the launch budget), the choice by :func:`~model_optimizer.sweep.strategy.choose`, then a
-sustained confirmation launch per candidate (the chosen value, then
+sequential re-measurement by :func:`~model_optimizer.sweep.decide.remeasure_plan` (stopped
+by the launch or the time budget), the choice by
+:func:`~model_optimizer.sweep.strategy.choose`, then a sustained confirmation launch per
+candidate (the chosen value, then
 :func:`~model_optimizer.sweep.strategy.fallback_candidates`). Only the measurement is
 simulated: a probe-scan level is a window on the one scan server, a relaunch is a server of
 its own. The report's warning is the loop's
-(:func:`~model_optimizer.sweep.decide.choice_resolved`: the noise unknown or above the
-plateau threshold, a sustained run below the search's figure, or a lowered scan ceiling that
+(:func:`~model_optimizer.sweep.decide.choice_resolved`: the noise unknown or the margin not
+shown within the budget, a sustained run below the search's figure, or a lowered scan ceiling that
 may hide the best).
 
 ``probe-fit`` is the fitted-knee strategy (:mod:`model_optimizer.simulate.fitted`).
@@ -41,6 +42,8 @@ from model_optimizer.sweep.strategy import (
 STRATEGIES = ("relaunch", "probe-scan", "probe-fit")
 CONFIRM_S = 60.0
 THRESHOLD = 0.05
+#: the sweep's default budget (``sweep.budget``), minutes of simulated clock
+BUDGET_MIN = 15.0
 
 
 def sweep_config(curve: Curve, *, relative_resolution: float | None = 0.0,
@@ -54,20 +57,23 @@ def sweep_config(curve: Curve, *, relative_resolution: float | None = 0.0,
 
 
 def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
-               rounds: int = 2, relative_resolution: float | None = 0.0) -> Outcome:
-    """One seeded search of ``curve`` under ``noise`` by ``strategy``."""
+               budget_min: float | None = BUDGET_MIN,
+               relative_resolution: float | None = 0.0) -> Outcome:
+    """One seeded search of ``curve`` under ``noise`` by ``strategy``, spending at most
+    ``budget_min`` simulated minutes searching and re-measuring (the sweep's budget)."""
     bench = Bench(curve, noise, seed)
     if strategy == "probe-fit" and not curve.categorical:
-        return run_fitted(bench, seed)
+        return run_fitted(bench, seed, budget_min)
     config = sweep_config(curve, relative_resolution=relative_resolution)
     measure: Callable[[object, str], Point] = bench.relaunch_point
     failed = None
     if strategy == "probe-scan" and not curve.categorical:
         measure, failed = scan_server(config, bench)
     history: list[Point] = []
-    search(config, history, measure)
+    spent = _spent(bench, budget_min)
+    search(config, history, measure, spent)
     if not config.categorical:
-        remeasure(config, history, measure, rounds)
+        remeasure(config, history, measure, spent)
     chosen, validated, confirmations = choose_and_confirm(config, history, bench)
     warned = not choice_resolved(config, history, None, failed, confirmations)
     return Outcome(chosen, validated, warned, bench.launches, bench.windows, bench.clock)
@@ -89,19 +95,28 @@ def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None
     return bench.relaunch_point, failed
 
 
+def _spent(bench: Bench, budget_min: float | None) -> Callable[[], bool]:
+    """True once the simulated clock has passed the budget (the session's ``out_of_time``)."""
+    return lambda: budget_min is not None and bench.clock > budget_min * 60
+
+
 def search(config: SweepConfig, history: list[Point],
-           measure: Callable[[object, str], Point]) -> None:
-    """Growth and bisection until the strategy says it is finished (the loop's ``_search``)."""
-    while (decision := next_value(config, history)).value is not None:
+           measure: Callable[[object, str], Point],
+           spent: Callable[[], bool] = lambda: False) -> None:
+    """Growth and bisection until the strategy says it is finished or the budget is spent
+    (the loop's ``_search``)."""
+    while (decision := next_value(config, history)).value is not None and not spent():
         history.append(measure(decision.value, decision.phase))
 
 
 def remeasure(config: SweepConfig, history: list[Point],
-              measure: Callable[[object, str], Point], rounds: int) -> None:
-    """The interleaved re-measurement, cut short by the launch budget (``_remeasure``)."""
-    while plan := remeasure_plan(config.plateau_threshold, history, rounds):
+              measure: Callable[[object, str], Point],
+              spent: Callable[[], bool] = lambda: False) -> None:
+    """The sequential re-measurement until the margin is shown, cut short by the launch or
+    the time budget (``_remeasure``)."""
+    while plan := remeasure_plan(config.plateau_threshold, history):
         used = sum(point.launches for point in history)
-        if config.max_launches is not None and used >= config.max_launches:
+        if (config.max_launches is not None and used >= config.max_launches) or spent():
             return
         history.append(measure(plan[0], PHASE_REMEASURE))
 

@@ -15,15 +15,23 @@ from __future__ import annotations
 from model_optimizer.search.scanrules import lower_ceiling
 from model_optimizer.simulate.bench import Bench, Outcome
 from model_optimizer.sweep.decide import shortfall
-from model_optimizer.sweep.fitscan import cut_knee, fitted_choice, next_step, windows_of
+from model_optimizer.sweep.fitscan import (
+    NARROW_ROUNDS,
+    cut_knee,
+    fitted_choice,
+    knee_so_far,
+    next_step,
+    windows_of,
+)
 from model_optimizer.sweep.model import relative_grid
 
 THRESHOLD, CONFIRM_S, MAX_SERVER_LAUNCHES = 0.05, 60.0, 3
 
 
-def run_fitted(bench: Bench, seed: int):
+def run_fitted(bench: Bench, seed: int, budget_min: float | None = None):
     """One probe-fit search of a numeric curve (a categorical knob is relaunched by
-    ``simulate.drive``)."""
+    ``simulate.drive``), its windows stopped by ``budget_min`` simulated minutes as the
+    loop's are (the knee is then fitted on what was measured)."""
     curve = bench.curve
     ceiling, server = curve.high, None
     for _ in range(MAX_SERVER_LAUNCHES - 1):
@@ -35,10 +43,13 @@ def run_fitted(bench: Bench, seed: int):
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     minutes = (bench.noise.window_s + 5.0) / 60.0
     history = []
-    while (step := next_step(history, curve.low, ceiling, THRESHOLD,
+    while (step := next_step(history, curve.low, ceiling, THRESHOLD, rounds=NARROW_ROUNDS,
                              window_minutes=minutes, seed=seed)).value is not None:
+        if budget_min is not None and bench.clock > budget_min * 60:
+            break
         history.append(server.window(step.value, step.phase))
-    knee = step.knee
+    knee = step.knee if step.value is None else knee_so_far(
+        history, curve.low, ceiling, THRESHOLD, window_minutes=minutes, seed=seed)
     if knee is None:
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     failed = ceiling * 2 if ceiling < curve.high else None

@@ -31,6 +31,8 @@ CPU_OUTPUT_TOKENS = 32
 #: the field report: TPOT at 4 in flight (ms), output tok/s at 16 in flight
 GPU_TPOT_AT_4_MS, GPU_TOK_S_AT_16 = 30.0, 210.0
 GPU_OUTPUT_TOKENS = 128
+#: the part of a TTFT outside the engine's steps (HTTP, tokenizing): a constant here
+TTFT_OVERHEAD_MS = 5.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Curve:
     slo_edge: float | None = None           # TTFT p99 reaches the SLO at this value
     values: tuple = field(default_factory=tuple)   # categorical values, in listed order
     gpu: bool = False
+    steps: StepTime | None = None           # the step-time model behind ``throughput``
 
     @property
     def categorical(self) -> bool:
@@ -111,6 +114,20 @@ class Curve:
     def acceptable(self, value) -> bool:
         """Starts and meets the SLO in truth."""
         return self.starts(value) and self.ttft_ratio(value) <= 1.0
+
+    def ttft_ms(self, value: float, quantile: float) -> float:
+        """The true TTFT quantile (ms) of a closed loop at ``value`` in flight: the queue
+        wait of the requests beyond the batch, ``(N - batch) / X`` (Little's law on the
+        queue), then the admission wait (``quantile`` of one step: a request arrives
+        uniformly within the running step) and its own prefill step, plus
+        :data:`TTFT_OVERHEAD_MS` (HTTP, tokenizing). Without a step model (a USL curve)
+        the batch is every request at :data:`CPU_OUTPUT_TOKENS` output tokens."""
+        out = self.steps.output_tokens if self.steps else CPU_OUTPUT_TOKENS
+        batch = self.steps.batch(value) if self.steps else value
+        rate = self.throughput(value)
+        step_s = batch / (rate * out)
+        return 1000.0 * ((value - batch) / rate + (1.0 + quantile) * step_s) + \
+            TTFT_OVERHEAD_MS
 
     def grid(self) -> list:
         """Every value a search may choose."""
@@ -135,16 +152,16 @@ class Curve:
 
 def curves() -> dict[str, Curve]:
     """The shapes every strategy is judged on."""
-    cpu, gpu = cpu_step_time(), gpu_step_time()
+    cpu, gpu, capped = cpu_step_time(), gpu_step_time(), cpu_step_time(batch_cap=20)
     rise_fall = usl(8.0, 0.02, 0.0006)
     categorical = {"auto": 1.0, "fp8": 0.98, "fp8_e5m2": 0.96}
     return {
-        "monotone": Curve("monotone", cpu.throughput),
-        "monotone-gpu": Curve("monotone-gpu", gpu.throughput, high=256, gpu=True),
-        "knee-flat": Curve("knee-flat", cpu_step_time(batch_cap=20).throughput),
+        "monotone": Curve("monotone", cpu.throughput, steps=cpu),
+        "monotone-gpu": Curve("monotone-gpu", gpu.throughput, high=256, gpu=True, steps=gpu),
+        "knee-flat": Curve("knee-flat", capped.throughput, steps=capped),
         "rise-fall": Curve("rise-fall", rise_fall),
-        "oom-ceiling": Curve("oom-ceiling", cpu.throughput, launch_ceiling=40),
-        "slo-edge": Curve("slo-edge", cpu.throughput, slo_edge=24.5),
+        "oom-ceiling": Curve("oom-ceiling", cpu.throughput, launch_ceiling=40, steps=cpu),
+        "slo-edge": Curve("slo-edge", cpu.throughput, slo_edge=24.5, steps=cpu),
         "categorical": Curve("categorical", lambda v: 60.0 * categorical[v],
                              values=tuple(categorical)),
     }

@@ -1,74 +1,62 @@
-"""Decisions by intervals: when a step gains, is flat or regresses, and what to re-measure.
+"""Decisions by intervals: when a step gains, is flat or regresses, what to re-measure next,
+and when the choice is resolved.
 
 A measured value is an interval, not a number: the 95% half-width of its steady-state window
-(batch means, ``model_optimizer.load.steady``) widened by the spread of its repeated windows.
-Comparing the current growth point ``C`` with the best growth point so far ``B`` (both
-acceptable), with ``t`` the plateau threshold and ``h = sqrt(hB^2 + hC^2)`` the half-width
-of their difference:
+(batch means, ``model_optimizer.load.steady``) widened by the spread of its repeated windows
+(``sweep/pool.py``). Comparing the current growth point ``C`` with the best growth point so
+far ``B`` (both acceptable), with ``t`` the plateau threshold and ``h = sqrt(hB^2 + hC^2)``
+the half-width of their difference:
 
 - **gain**: ``C - B >= t * B`` and ``C - B > h``: the rise is at least the threshold and
   outside the noise;
 - **regression**: C's interval lies wholly below B's and ``C < (1 - t) * B``;
 - **flat**: ``|C - B| + h < t * B``: the whole interval of the difference lies within the
-  threshold, so the plateau is shown, not guessed (a reading below B whose interval reaches
-  further down is a dip inside the noise, not a plateau);
-- **undecided**: anything else. The noise hides whether the step gained; growth goes on (a
-  step that merely *looks* flat or lower must not end the search: on a shared machine single
-  windows swing by 20-60%), bounded by ``max``, the memory ceiling and the launch budget.
+  threshold, so the plateau is shown, not guessed;
+- **undecided**: anything else. The noise hides whether the step gained; growth goes on,
+  bounded by ``max``, the memory ceiling and the budget.
 
-Before the knee is chosen, the top candidates are **re-measured interleaved** (A B A B ...):
-the knee candidate K (the smallest value within ``t`` of the best) and the best B, or, when
-they coincide, the best and the acceptable value below it (above it, when the best is the
-smallest value: a growth that stopped at its second value). A slow minute on a shared machine
-then hits both, and every measurement of a value is pooled (median) before :func:`choose`
-picks again; when the pooled windows then lead with a value that was never re-measured
-(a re-measured best fell back), the new top two get a round of their own (at most
-``remeasure_rounds`` such rounds). The pooled coefficient of variation of values measured
-more than once is the **measured noise** the summary reports.
+Before the knee is chosen, the search **measures sequentially** (:func:`remeasure_plan`):
+two interleaved rounds (A B A B) of the top two candidates (the knee candidate K and the best
+B, or, when they coincide, the best and its neighbour), then one pair of windows at a time,
+the pooled top two while one of them was never re-measured, else K against the value whose
+margin bound falls shortest (``sweep/margin.py``), until K is shown at ``1 - 2t`` or more of
+every other value (paired, one-sided 95%) or ``sweep.budget`` is spent. The verdict rests
+on the interval of the *difference*, which narrows with every pair however noisy a single
+window is; "not resolved" means the budget ran out, and then the note projects how many
+more pairs (and minutes) would have answered it (:func:`noise_note`).
 
 A choice is **resolved** (:func:`choice_resolved`, the summary's ``resolved``) when the
-fitted knee says so, or, for the growth strategies, when the noise is known and within the
-threshold (measured on repeated values, or, where none was repeated, on the chosen value's
-windows and its sustained run: :func:`choice_noise`) and no lowered scan ceiling hides a
-better value (:func:`cut_range_unresolved`).
+fitted knee says so, or, for the growth strategies, when the margin is shown, the noise is
+known (measured on repeated values, or on the chosen value's windows and its sustained run:
+:func:`choice_noise`), no lowered scan ceiling hides a better value
+(:func:`cut_range_unresolved`) and the sustained run held up (:func:`shortfall`).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Iterable, Sequence
-from functools import cache
+from collections.abc import Sequence
 from typing import Any
 
-from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
+from model_optimizer.search.scanrules import Reading
+from model_optimizer.sweep.margin import Margin, knee_of, margin_of, margin_shortfall
+from model_optimizer.sweep.pool import (
+    PHASE_REMEASURE,
+    copy_point,
+    half_width,
+    interval,
+    key_of,
+    measured_noise,
+    pooled,
+)
 
-PHASE_REMEASURE = "remeasure"
+__all__ = ["FIRST_ROUNDS", "PHASE_REMEASURE", "choice_noise", "choice_resolved", "compare",
+           "cut_range_note", "cut_range_unresolved", "decision_record", "distinct",
+           "interval", "margin_shortfall", "measured_noise", "noise_note", "pooled",
+           "quality_failures", "remeasure_plan", "shortfall", "top_candidates", "written"]
 
-
-@cache
-def _t95(dof: int) -> float:
-    """Student's t one-sided 95% quantile; scipy.stats is imported on first use (0.9 s,
-    most of every `mopt` command's start-up, tab completion included)."""
-    from scipy.stats import t as student_t
-
-    return float(student_t.ppf(0.95, dof))
-
-
-def interval(point: Any) -> tuple[float, float] | None:
-    """(low, high) of a point's metric: its half-width, widened by the spread of its samples."""
-    samples = point.metric_samples
-    if not samples:
-        return None
-    middle = statistics.median(samples)
-    half = point.half_width or 0.0
-    return min(middle - half, min(samples)), max(middle + half, max(samples))
-
-
-def half_width(point: Any) -> float:
-    """Half the width of :func:`interval` (0 without samples)."""
-    bounds = interval(point)
-    return 0.0 if bounds is None else (bounds[1] - bounds[0]) / 2
+#: interleaved rounds of the top two candidates before the sequential follow-ups
+FIRST_ROUNDS = 2
 
 
 def compare(threshold: float, best: Any, current: Any) -> str:
@@ -86,42 +74,6 @@ def compare(threshold: float, best: Any, current: Any) -> str:
     return "undecided"
 
 
-def pooled(points: Iterable[Any]) -> list[Any]:
-    """One point per value, every measurement pooled: samples joined (in order), the widest
-    half-width, run ids and launches summed, status and flags from the latest measurement."""
-    merged: dict[Any, Any] = {}
-    for point in points:
-        key = _key(point.value)
-        if key not in merged:
-            merged[key] = _copy(point)
-            continue
-        into = merged[key]
-        into.metric_samples = into.metric_samples + list(point.metric_samples)
-        into.half_width = max(into.half_width or 0.0, point.half_width or 0.0) or None
-        into.run_ids = into.run_ids + list(point.run_ids)
-        into.launches += point.launches
-        into.status, into.failure_kind = point.status, point.failure_kind
-        into.slo_met = None if into.slo_met is None and point.slo_met is None else (
-            into.slo_met is not False and point.slo_met is not False)
-        into.preemptions = max(into.preemptions, point.preemptions)
-    return list(merged.values())
-
-
-def _key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__ if isinstance(value, bool) else "other", value)
-
-
-def _copy(point: Any) -> Any:
-    return type(point).from_dict(point.to_dict())
-
-
-def measured_noise(history: Sequence[Any]) -> dict[str, Any] | None:
-    """Pooled coefficient of variation of the values measured more than once, with the
-    number of values and windows behind it; None when no value was measured twice
-    (:func:`~model_optimizer.search.scanrules.pooled_cv` over the pooled values)."""
-    return pooled_cv(p.metric_samples for p in pooled(history) if p.metric)
-
-
 def top_candidates(threshold: float, history: Sequence[Any], *,
                    with_remeasured: bool = False) -> list[Any]:
     """The values to re-measure before choosing: [knee, best], or [below best, best], or
@@ -136,7 +88,7 @@ def top_candidates(threshold: float, history: Sequence[Any], *,
     if len(points) < 2:
         return []
     best = max(points, key=lambda p: p.metric)
-    knee = _knee_of(points, threshold)
+    knee = knee_of(points, threshold)
     if knee.value != best.value:
         return [knee.value, best.value]
     below = [p for p in points if p.value < best.value]
@@ -146,140 +98,63 @@ def top_candidates(threshold: float, history: Sequence[Any], *,
     return [best.value, above[0].value]                  # re-measure the step that fell
 
 
-def remeasure_plan(threshold: float, history: Sequence[Any], rounds: int) -> list[Any]:
+def remeasure_plan(threshold: float, history: Sequence[Any],
+                   rounds: int | None = None) -> list[Any]:
     """The re-measurements still to run, in interleaved order (A B A B ...).
 
-    First ``rounds`` rounds of the top two candidates as the search measured them. When the
-    pooled windows then name a knee or a best that was never re-measured (a re-measured
-    value fell back and one measured once leads), one more round of the new top two, at most
-    ``rounds`` such follow-ups: the choice rests on re-measured values where the budget
-    allows. Then, while the knee's margin is not shown (:func:`margin_shortfall`), at most
-    ``rounds`` more rounds of the pooled top two. Each round's pair is fixed by the history
-    before its first window, so the plan is the same after ``--resume``.
+    First :data:`FIRST_ROUNDS` rounds (``rounds`` when given) of the top two candidates as
+    the search measured them. Then one round (a pair of adjacent windows) at a time: the
+    pooled top two while one of them was never re-measured (:func:`_unsettled_pair`), else the
+    knee and its weakest challenger while the margin is not shown (:func:`_margin_pair`).
+    ``rounds`` None (the sweep): until the margin is shown, the caller's budget stops it;
+    an integer: at most that many follow-ups of each kind (a bounded plan). Each round's pair
+    is fixed by the history before its first window, so the plan is the same after
+    ``--resume``.
     """
-    rounds = max(rounds, 0)
-    order = top_candidates(threshold, history) * rounds
+    first = FIRST_ROUNDS if rounds is None else max(rounds, 0)
+    order = top_candidates(threshold, history) * first
     remeasured = [i for i, p in enumerate(history) if p.phase == PHASE_REMEASURE]
     if len(remeasured) < len(order) or not order:
         return order[len(remeasured):]
     later = remeasured[len(order):]
     start = remeasured[len(order) - 1] + 1
-    for pair_of in [_unsettled_pair] * rounds + [_margin_pair] * rounds:
-        pair = pair_of(threshold, history[:start])
-        if not pair:          # the same history gives the same empty pair: next stage
-            continue
+    stages = iter([_unsettled_pair] * rounds + [_margin_pair] * rounds) if rounds is not None \
+        else None
+    while True:
+        if stages is None:
+            pair = _unsettled_pair(threshold, history[:start]) or \
+                _margin_pair(threshold, history[:start])
+            if not pair:
+                return []
+        else:
+            pair_of = next(stages, None)
+            if pair_of is None:
+                return []
+            pair = pair_of(threshold, history[:start])
+            if not pair:   # the same history gives the same empty pair: next stage
+                continue
         taken = [i for i in later if i >= start][:len(pair)]
         if len(taken) < len(pair):
             return pair[len(taken):]
         start = taken[-1] + 1
-    return []
 
 
 def _margin_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
-    """The knee and its strongest challenger while the knee's margin is not shown; else
+    """The knee and its weakest challenger while the knee's margin is not shown; else
     nothing (the pair whose next windows narrow the failing bound most)."""
-    short, challenger = _weakest_margin(threshold, history)
-    if short is None:
+    margin = margin_of(threshold, history)
+    if margin is None or margin.shortfall is None:
         return []
-    if challenger is None:   # the knee lacks re-measured windows: the pooled top two
+    if margin.weakest is None:   # the knee lacks re-measured windows: the pooled top two
         return top_candidates(threshold, history, with_remeasured=True)
-    return [_knee_value(threshold, history), challenger]
-
-
-def margin_shortfall(threshold: float, history: Sequence[Any], value: Any = None,
-                     noise: dict | None = None) -> float | None:
-    """How far the choice's margin falls short of being shown, or None when it is shown or
-    cannot be judged.
-
-    The knee ``value`` (default: the pooled knee, the smallest acceptable value within
-    ``threshold`` of the best) must be at least ``1 - 2 * threshold`` (0.90 at 5%: the share
-    below which a choice counts as wrong) of **every other** measured value, each at
-    one-sided 95% confidence: ``mean(K) / mean(V) - q * cv * sqrt(1/nK + 1/nV) >= 1 - 2t``,
-    where ``q`` is Student's t quantile at the degrees of freedom of the noise ``cv``. Any of
-    them may be the true best: the top of a monotone curve measured once and read low, or a
-    neighbour of a best that read high; the choice must hold against each (so no correction
-    for the number of comparisons is due). The knee is read from its re-measured windows
-    only, two or more (else the margin is not shown: ``inf``): the window that made it the
-    knee was selected for reading high, so it would vouch for itself. Another value is read
-    from its re-measured windows when it has two, else from all of its windows, with the
-    width so few windows earn. At a measured noise of zero every window counts. Returns the
-    largest shortfall (> 0); None when the noise is unknown or above the threshold (not
-    resolved on their own account). ``noise``: the noise the choice rests on
-    (:func:`choice_noise`; default the search's :func:`measured_noise`).
-    """
-    return _weakest_margin(threshold, history, value, noise)[0]
-
-
-def _weakest_margin(threshold: float, history: Sequence[Any], value: Any = None,
-                    noise: dict | None = None) -> tuple[float | None, Any]:
-    """(:func:`margin_shortfall`, the value whose bound falls shortest, or None)."""
-    noise = noise or measured_noise(history)
-    if noise is None or noise_above(noise, threshold):
-        return None, None
-    points = [p for p in pooled(history) if p.acceptable and isinstance(p.value, (int, float))]
-    if not points:
-        return None, None
-    value = _knee_value(threshold, history) if value is None else value
-    knee = next((p for p in points if _key(p.value) == _key(value)), None)
-    if knee is None:
-        return math.inf, None
-    exact = noise["cv"] == 0
-    named = 0 if exact else _named_at(threshold, history, value)
-    own = _remeasured([p for i, p in enumerate(history) if i != named - 1], value, exact)
-    if len(own) < (1 if exact else 2):
-        return math.inf, None
-    quantile = _t95(max(noise["windows"] - noise["values"], 1))
-    worst: tuple[float, Any] = (-math.inf, None)
-    for point in points:
-        if point is knee:
-            continue
-        theirs = _remeasured(history, point.value, exact)
-        theirs = theirs if len(theirs) >= 2 else _remeasured(history, point.value, True)
-        spread = noise["cv"] * math.sqrt(1 / len(own) + 1 / len(theirs))
-        bound = statistics.fmean(own) / statistics.fmean(theirs) - quantile * spread
-        worst = max(worst, ((1 - 2 * threshold) - bound, point.value), key=lambda w: w[0])
-    return (worst[0], worst[1]) if worst[0] > 0 else (None, None)
-
-
-def _knee_value(threshold: float, history: Sequence[Any]) -> Any:
-    """The pooled knee's value (None before any acceptable value)."""
-    points = sorted((p for p in pooled(history)
-                     if p.acceptable and isinstance(p.value, (int, float))),
-                    key=lambda p: p.value)
-    return _knee_of(points, threshold).value if points else None
-
-
-def _knee_of(points: Sequence[Any], threshold: float) -> Any:
-    """The knee of ``points`` (acceptable, sorted by value): the smallest within
-    ``threshold`` of the best."""
-    best = max(p.metric for p in points)
-    return next(p for p in points if p.metric >= (1 - threshold) * best)
-
-
-def _named_at(threshold: float, history: Sequence[Any], value: Any) -> int:
-    """1 + the index of ``value``'s own window that last made it the pooled knee (0 when it is
-    not the knee now, or another value's window made it the knee). That window was selected
-    for reading high (a knee named by a re-measured window: the winner's curse), so it does
-    not vouch for the choice."""
-    if _key(_knee_value(threshold, history)) != _key(value):
-        return 0
-    start = len(history)
-    while start > 0 and _key(_knee_value(threshold, history[:start - 1])) == _key(value):
-        start -= 1
-    return start if start and _key(history[start - 1].value) == _key(value) else 0
-
-
-def _remeasured(history: Sequence[Any], value: Any, every: bool = False) -> list[float]:
-    """The re-measured windows of ``value`` (acceptable ones; ``every``: all its windows)."""
-    return [x for p in history if _key(p.value) == _key(value) and p.acceptable
-            and (every or p.phase == PHASE_REMEASURE) for x in p.metric_samples]
+    return [margin.knee, margin.weakest.value]
 
 
 def _unsettled_pair(threshold: float, history: Sequence[Any]) -> list[Any]:
     """The pooled top two, when one of them was never re-measured; else nothing."""
     pair = top_candidates(threshold, history, with_remeasured=True)
-    again = {_key(p.value) for p in history if p.phase == PHASE_REMEASURE}
-    return pair if any(_key(v) not in again for v in pair) else []
+    again = {key_of(p.value) for p in history if p.phase == PHASE_REMEASURE}
+    return pair if any(key_of(v) not in again for v in pair) else []
 
 
 def cut_range_unresolved(points: Sequence[Any], ceiling: Any, failed: int | None,
@@ -291,7 +166,7 @@ def cut_range_unresolved(points: Sequence[Any], ceiling: Any, failed: int | None
     if failed is None:
         return False
     good = [p for p in pooled(points) if p.acceptable and p.metric is not None]
-    top = next((p.metric for p in good if _key(p.value) == _key(ceiling)), None)
+    top = next((p.metric for p in good if key_of(p.value) == key_of(ceiling)), None)
     return top is not None and top >= (1 - threshold) * max(p.metric for p in good)
 
 
@@ -319,11 +194,11 @@ def choice_noise(history: Sequence[Any], confirmations: Sequence[dict] = (),
             if c.get("ok") and (c.get("figures") or {}).get(objective) is not None]
     if not runs:
         return None
-    chosen = next((p for p in pooled(history) if _key(p.value) == _key(runs[-1]["value"])),
+    chosen = next((p for p in pooled(history) if key_of(p.value) == key_of(runs[-1]["value"])),
                   None)
     if chosen is None:
         return None
-    sustained = _copy(chosen)
+    sustained = copy_point(chosen)
     sustained.metric_samples = [float(runs[-1]["figures"][objective])]
     noise = measured_noise([chosen, sustained])
     return None if noise is None else {**noise, "with_confirmation": True}
@@ -333,16 +208,17 @@ def choice_resolved(config: Any, history: Sequence[Any], knee: dict | None,
                     failed: int | None, confirmations: Sequence[dict] = (),
                     objective: str = "qps") -> bool:
     """The sweep's own verdict on its choice (the summary's ``resolved``): the fitted knee's
-    verdict, else a known noise (:func:`choice_noise`) within the threshold; never when a
-    lowered scan ceiling may hide a better value or the sustained run of the written value
-    fell short of what the search measured (:func:`shortfall`). Unknown noise is not a
-    small one: a choice nothing was measured twice for is not resolved."""
+    verdict, else a known noise (:func:`choice_noise`) and a shown margin
+    (``sweep/margin.py``: paired where the windows allow); never when a lowered scan ceiling
+    may hide a better value or the sustained run of the written value fell short of what the
+    search measured (:func:`shortfall`). Unknown noise is not a small one: a choice nothing
+    was measured twice for is not resolved."""
     if any(c.get("ok") and c.get("shortfall") for c in confirmations):
         return False
     if knee is not None:
         return bool(knee["resolved"])
     noise = choice_noise(history, confirmations, objective)
-    if noise is None or noise_above(noise, config.plateau_threshold):
+    if noise is None:
         return False
     if margin_shortfall(config.plateau_threshold, history, written(confirmations),
                         noise) is not None:
@@ -356,31 +232,66 @@ def written(confirmations: Sequence[dict]) -> Any:
 
 
 def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict] = (),
-               objective: str = "qps") -> str:
-    """The choice's caveat when its noise (:func:`choice_noise`) is unknown or above the
-    plateau threshold, or its margin is not shown (:func:`margin_shortfall`); else empty:
-    what the terminal and the reason say."""
+               objective: str = "qps", window_s: float | None = None) -> str:
+    """The choice's caveat when its noise (:func:`choice_noise`) is unknown or its margin is
+    not shown (``sweep/margin.py``), with what would resolve it; else empty: what the
+    terminal and the reason say. ``window_s``: seconds a window took in this sweep (for the
+    projection in minutes)."""
     noise = choice_noise(history, confirmations, objective)
     if noise is None:
         return ("; NOT RESOLVED: no value was measured twice and no sustained run read the "
-                "chosen value, so the noise is unknown (raise `sweep.max_launches` or "
-                "`sweep.remeasure_rounds`)")
-    if noise_above(noise, config.plateau_threshold):
-        return (f"; NOT RESOLVED: the repeated windows vary by {noise['cv']:.0%}, more than "
-                f"the {config.plateau_threshold:.0%} plateau threshold (lengthen "
-                "`workload.duration_s` or raise `sweep.remeasure_rounds`)")
-    short = margin_shortfall(config.plateau_threshold, history, written(confirmations), noise)
-    if short is None:
+                "chosen value, so the noise is unknown (raise `sweep.budget`, or "
+                "`sweep.max_launches` for a relaunching sweep)")
+    margin = margin_of(config.plateau_threshold, history, written(confirmations), noise)
+    if margin is None or margin.shortfall is None:
         return ""
-    share = f"{1 - 2 * config.plateau_threshold:.0%}"
-    if math.isinf(short):   # fewer than two windows of the choice beyond the one naming it
+    share = f"{margin.share:.0%}"
+    if margin.comparisons is None:   # fewer than two windows of the choice beyond its own
         return (f"; NOT RESOLVED: the windows do not show the choice at {share} or more of "
-                "every other value: it was re-measured fewer than twice (raise "
-                "`sweep.max_launches` or `sweep.remeasure_rounds`)")
-    return (f"; NOT RESOLVED: at the measured noise ({noise['cv']:.1%}) the windows do not "
-            f"show the choice at {share} or more of every other value (one-sided 95%; "
-            f"{short:.1%} short): raise `sweep.remeasure_rounds` or lengthen "
-            "`workload.duration_s`")
+                "every other value: it was re-measured fewer than twice before the budget "
+                f"ran out, and single windows vary by {noise['cv']:.0%} (raise "
+                "`sweep.budget`, or `sweep.max_launches` for a relaunching sweep)")
+    return f"; NOT RESOLVED within the budget: {margin_words(margin, noise, window_s)}"
+
+
+def margin_words(margin: Margin, noise: dict, window_s: float | None = None) -> str:
+    """The weakest comparison of an unshown margin in words, with what would show it."""
+    weakest, share = margin.weakest, f"{margin.share:.0%}"
+    if weakest.paired is None:
+        return (f"at the measured noise ({noise['cv']:.1%} a window) the windows do not show "
+                f"{margin.knee} at {share} or more of {weakest.value} (one-sided 95% bound "
+                f"{weakest.bound:.2f}): the two were never re-measured side by side; raise "
+                "`sweep.budget`")
+    pairs = weakest.paired
+    text = (f"after {pairs.n} interleaved pairs, {margin.knee} reads {pairs.ratio:.3f}x "
+            f"{weakest.value} (one-sided 95% bound {weakest.bound:.3f}), short of the "
+            f"{share} margin")
+    needed = pairs.pairs_to_show(margin.share)
+    if needed is None:
+        return (f"{text}; the pairs put it below {share} of {weakest.value}, so more windows "
+                "would not show this choice")
+    windows = 2 * (needed - pairs.n)
+    minutes = f", about {math.ceil(windows * window_s / 60)} min more" if window_s else ""
+    return (f"{text}; about {needed - pairs.n} more pairs ({windows} windows{minutes}) at "
+            "the spread measured would show it: raise `sweep.budget`")
+
+
+def decision_record(config: Any, history: Sequence[Any], confirmations: Sequence[dict],
+                    resolved: bool, objective: str = "qps") -> dict:
+    """What the written revision records of its decision (``validated.decision``): the
+    verdict, the rule, and the weakest comparison the margin rests on, with its interval."""
+    noise = choice_noise(history, confirmations, objective)
+    record: dict[str, Any] = {
+        "resolved": bool(resolved),
+        "rule": (f"the choice at {1 - 2 * config.plateau_threshold:.0%} or more of every "
+                 "other value measured, one-sided 95%, paired interleaved windows where taken"),
+        "windows": sum(len(p.metric_samples) for p in history),
+        "noise_cv": None if noise is None else round(noise["cv"], 4)}
+    margin = margin_of(config.plateau_threshold, history, written(confirmations), noise) \
+        if noise is not None else None
+    if margin is not None and margin.weakest is not None:
+        record["weakest"] = margin.weakest.to_dict()
+    return record
 
 
 def shortfall(point: Any, figures: dict, objective: str) -> str:
@@ -405,7 +316,7 @@ def distinct(points: Sequence[Any]) -> list[Any]:
     """``points`` without a value seen before (the first of each value, in order)."""
     first: dict = {}
     for point in points:
-        first.setdefault(_key(point.value), point)
+        first.setdefault(key_of(point.value), point)
     return list(first.values())
 
 

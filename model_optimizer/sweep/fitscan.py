@@ -31,6 +31,8 @@ from model_optimizer.sweep.model import RELATIVE_RESOLUTION, Point, relative_gri
 
 PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
 PHASE_DOWN, PHASE_NARROW = "scan-down", "narrow"
+#: narrowing rounds a live sweep allows (its budget usually ends them first)
+NARROW_ROUNDS = 12
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,13 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
         position += len(levels)
         knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
     return FitStep(None, None, knee)
+
+
+def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
+                window_minutes: float = 1 / 3, seed: int = 0) -> Knee | None:
+    """The knee over every window measured so far (a scan its budget stopped mid-way)."""
+    return knee_of(history, _range(history, coarse_levels(start, ceiling))[0], threshold,
+                   window_minutes, seed)
 
 
 def knee_of(history: Sequence[Point], usable: list[int], threshold: float,

@@ -25,6 +25,7 @@ class SweepFlags:
     values: tuple | None = None     # a categorical knob's values, in order
     strategy: str | None = None     # auto | relaunch | probe-scan | probe-fit
     strict: bool = False            # write nothing when the choice is not resolved
+    budget: float | None = None     # minutes (None: the recipe's sweep.budget)
 
     def config_keys(self) -> dict:
         """The sweep-section keys given (not None): those the config takes from the flags."""

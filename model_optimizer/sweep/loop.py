@@ -10,7 +10,6 @@ the history, a resumed sweep ends exactly where an uninterrupted one would have.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, failed_status, utc_now
@@ -35,9 +34,7 @@ from model_optimizer.search.scan import confirmation_problems
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.search.session import (
     EventCallback,
-    RevisionOutcome,
     SearchSession,
-    SearchState,
     load_summary,
     read_search_archive,
 )
@@ -45,6 +42,7 @@ from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
     choice_resolved,
     cut_range_note,
+    decision_record,
     distinct,
     noise_note,
     quality_failures,
@@ -53,9 +51,11 @@ from model_optimizer.sweep.decide import (
 )
 from model_optimizer.sweep.fit import Knee
 from model_optimizer.sweep.fitscan import (
+    NARROW_ROUNDS,
     cut_knee,
     fitted_choice,
     knee_record,
+    knee_so_far,
     next_step,
     windows_of,
 )
@@ -63,9 +63,9 @@ from model_optimizer.sweep.flags import SweepFlags, build_config, sweep_objectiv
 from model_optimizer.sweep.model import round_value
 from model_optimizer.sweep.outputs import write_outputs
 from model_optimizer.sweep.probe import SCANNING, ProbeServer, resolve_strategy, scan_ceiling
+from model_optimizer.sweep.state import SweepOutcome, SweepState, point_of
 from model_optimizer.sweep.strategy import (
     Point,
-    SweepConfig,
     choose,
     fallback_candidates,
     next_value,
@@ -74,69 +74,6 @@ from model_optimizer.sweep.strategy import (
 KIND = "sweep"
 #: measures one value: (the recipe with the value applied, the value) -> its measurement
 Measure = Callable[[LoadedRecipe, object], Measurement]
-
-
-@dataclass(kw_only=True)
-class SweepState(SearchState):
-    """Everything needed to resume: the sweep's inputs and what was measured so far."""
-
-    config: SweepConfig
-    tie_concurrency: bool
-    objective: str
-    history: list[Point] = field(default_factory=list)
-    decisions: list[dict] = field(default_factory=list)
-    figures: dict[str, dict] = field(default_factory=dict)  # str(value) -> latest figures
-    step_figures: list[dict] = field(default_factory=list)  # one per history entry, in order
-    confirmations: list[dict] = field(default_factory=list)
-    strategy: str = "relaunch"          # relaunch | probe-scan (as resolved at the start)
-    strategy_reason: str = ""
-    server_launches: int = 0            # probe-scan: launches of the scan server
-    scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
-    ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
-    knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
-    strict: bool = False                # refuse to write a choice that is not resolved
-
-    def to_dict(self) -> dict:
-        """JSON form for state.json."""
-        return {**super().to_dict(), "config": self.config.to_dict(),
-                "history": [p.to_dict() for p in self.history]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> SweepState:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{**data, "config": SweepConfig.from_dict(data["config"]),
-                      "history": [Point.from_dict(p) for p in data["history"]]})
-
-
-@dataclass
-class SweepOutcome(RevisionOutcome):
-    """How a sweep ended (``exit_code``: 0 when a recipe revision was written, 4 when no
-    value met the SLOs, 130 interrupted)."""
-
-    status: str
-    archive: Path
-    sweep_id: str
-    chosen: Point | None = None
-    reason: str = ""
-    written: Path | None = None
-    figures: dict = field(default_factory=dict)
-    resolved: bool | None = None  # the verdict on the written choice (None: nothing written)
-
-    def to_dict(self) -> dict:
-        """JSON-ready summary."""
-        return {"status": self.status, "sweep_id": self.sweep_id, "archive": str(self.archive),
-                "chosen": self.chosen.to_dict() if self.chosen else None, "reason": self.reason,
-                "written": str(self.written) if self.written else None, "figures": self.figures,
-                "resolved": self.resolved}
-
-
-def point_of(value: object, phase: str, measured: Measurement) -> Point:
-    """The strategy's record of one measured value."""
-    return Point(value=value, phase=phase, status=measured.status,
-                 metric_samples=measured.samples, slo_met=measured.slo_met,
-                 preemptions=measured.preemptions, failure_kind=measured.failure_kind,
-                 launches=len(measured.run_ids), run_ids=measured.run_ids,
-                 half_width=measured.half_width)
 
 
 class SweepRunner:
@@ -229,17 +166,19 @@ class SweepRunner:
         self._remeasure()
 
     def _remeasure(self) -> None:
-        """Measure the top candidates again, interleaved (A B A B), before choosing."""
+        """Measure the top candidates again, interleaved (A B A B), one pair at a time, until
+        the choice's margin is shown or the budget is spent (``sweep/decide.py``)."""
         config = self.state.config
         if config.categorical or self.state.strategy == "probe-fit":
             return
-        rounds = self.settings.remeasure_rounds
-        while plan := remeasure_plan(config.plateau_threshold, self.state.history, rounds):
+        while plan := remeasure_plan(config.plateau_threshold, self.state.history,
+                                     self.settings.remeasure_rounds):
             used = sum(point.launches for point in self.state.history)
             if (config.max_launches is not None and used >= config.max_launches) \
-                    or self.session.out_of_time(self.settings.max_minutes):
-                self._record_decision(None, PHASE_REMEASURE, f"re-measurement cut short by "
-                                      f"the budget ({used} launches used)", "budget")
+                    or self.session.out_of_time(self.state.budget):
+                self._record_decision(None, PHASE_REMEASURE, f"re-measurement stopped by the "
+                                      f"budget ({used} launches, "
+                                      f"{self.session.elapsed() / 60:.1f} min used)", "budget")
                 return
             partner = next((v for v in plan if v != plan[0]), None)
             if partner is None:  # the last window of a round: its partner was measured last
@@ -269,10 +208,10 @@ class SweepRunner:
             return self._fit_search()
         while True:
             decision = next_value(self.state.config, self.state.history)
-            out_of_time = self.session.out_of_time(self.settings.max_minutes)
+            out_of_time = self.session.out_of_time(self.state.budget)
             if decision.value is None or out_of_time:
                 reason = decision.reason if decision.value is None else (
-                    f"time budget of {self.settings.max_minutes} min spent")
+                    f"time budget of {self.state.budget} min spent")
                 self._record_decision(None, decision.phase, reason, decision.stop_rule
                                       or "budget")
                 return
@@ -286,17 +225,20 @@ class SweepRunner:
         config, minutes = self.state.config, (self.loaded.spec.workload.duration_s or 20) / 60
         while (step := next_step(self.state.history, int(round_value(config, config.start)),
                                  int(config.max), config.plateau_threshold,
-                                 rounds=self.settings.remeasure_rounds + 1,
+                                 rounds=NARROW_ROUNDS if self.settings.remeasure_rounds
+                                 is None else self.settings.remeasure_rounds + 1,
                                  window_minutes=minutes)).value is not None:
-            if self.session.out_of_time(self.settings.max_minutes):
+            if self.session.out_of_time(self.state.budget):
                 break
             reason = f"{step.phase} level {step.value} (every window feeds the fitted curve)"
             self._record_decision(step.value, step.phase, reason, None)
             self._emit_step(step.value, step.phase, reason)
             self._measure_step(step.value, step.phase)
-        knee = cut_knee(step.knee, windows_of(self.state.history, minutes),
-                        self.state.ceiling_failed, config.plateau_threshold) \
-            if step.value is None and step.knee else None
+        found = step.knee if step.value is None else knee_so_far(
+            self.state.history, int(round_value(config, config.start)), int(config.max),
+            config.plateau_threshold, window_minutes=minutes)   # the budget stopped it
+        knee = cut_knee(found, windows_of(self.state.history, minutes),
+                        self.state.ceiling_failed, config.plateau_threshold) if found else None
         self.state.knee = knee.to_dict() if knee else None
         self._record_decision(None, None, knee.verdict() if knee else
                               "too few acceptable windows to fit a curve", None)
@@ -383,7 +325,7 @@ class SweepRunner:
             return f"{note}; NOT RESOLVED: {confirmation['shortfall']}"
         return note + ("" if self.state.knee else noise_note(
             self.state.config, self.state.history, self.state.confirmations,
-            self.state.objective))
+            self.state.objective, self.session.elapsed() / max(len(self.state.history), 1)))
 
     def _confirm(self, candidate: Point) -> dict:
         done = [c for c in self.state.confirmations if c["value"] == candidate.value]
@@ -418,7 +360,10 @@ class SweepRunner:
                                                 chosen.value},
             figures, by=KIND, output=Path(self.state.output), quality=quality,
             knee=knee_record(self.state.knee), resolved=resolved,
-            load_average=load_summary(self.state.load_samples))
+            load_average=load_summary(self.state.load_samples),
+            decision=None if self.state.knee else decision_record(
+                self.state.config, self.state.history, self.state.confirmations, resolved,
+                self.state.objective))
 
 
 def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
@@ -441,7 +386,8 @@ def start_sweep(loaded: LoadedRecipe, runs_base: str | Path, *,
         tie_concurrency=config.param == "max_num_seqs" and tied_concurrency(recipe),
         objective=sweep_objective(loaded.spec),
         output=str(output or loaded.path), model_config=model_config_path,
-        strategy=strategy, strategy_reason=why, strict=flags.strict)
+        strategy=strategy, strategy_reason=why, strict=flags.strict,
+        budget=flags.budget if flags.budget is not None else loaded.spec.sweep.budget)
     session = SearchSession.create(KIND, loaded, runs_base, lambda archive: state, on_event)
     session.announce()
     return SweepRunner(session, measure, engine_factory).run()

@@ -38,7 +38,7 @@ STOP_RULES = (
 #: max_num_seqs is searched to 1/8 of its value: never 120 against 121
 RELATIVE_RESOLUTION = 0.125
 
-LOOP_KEYS = frozenset({"repeats", "max_minutes", "confirm_duration_s", "objective_class",
+LOOP_KEYS = frozenset({"repeats", "budget", "confirm_duration_s", "objective_class",
                        "remeasure_rounds", "strategy"})
 
 

@@ -20,7 +20,12 @@ from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.report import write_report as write_html_report
 from model_optimizer.search.scanrules import noise_above
-from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_noise, choice_resolved
+from model_optimizer.sweep.decide import (
+    PHASE_REMEASURE,
+    choice_noise,
+    choice_resolved,
+    decision_record,
+)
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
                "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
@@ -59,6 +64,8 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                   written: Path | None = None) -> None:
     """Write summary.json, summary.csv, plot.png and report.md (each atomically)."""
     rows = summary_rows(state)
+    resolved = choice_resolved(state.config, state.history, state.knee, state.ceiling_failed,
+                               state.confirmations, state.objective)
     stop = next((d for d in reversed(state.decisions)
                  if d["value"] is None and d["phase"] != PHASE_REMEASURE), None)
     summary = {"sweep_id": archive.id, "param": state.config.param,
@@ -67,9 +74,10 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "chosen_reason": reason, "ceiling": ceiling_of(state),
                "confirmations": state.confirmations,
                "noise": choice_noise(state.history, state.confirmations, state.objective),
-               "resolved": choice_resolved(state.config, state.history, state.knee,
-                                           state.ceiling_failed, state.confirmations,
-                                           state.objective),
+               "resolved": resolved,
+               "decision": state.knee or decision_record(state.config, state.history,
+                                                         state.confirmations, resolved,
+                                                         state.objective),
                "ceiling_failed": state.ceiling_failed,
                "plateau_threshold": state.config.plateau_threshold,
                "written": str(written) if written else None,
@@ -209,12 +217,14 @@ def _pm(row: dict, key: str) -> str:
 
 
 def noise_sentence(noise: dict | None, threshold: float) -> str:
-    """The measured run-to-run noise in words, and a warning when it exceeds the plateau
-    threshold (a difference the threshold calls real is then inside one window's noise)."""
+    """The measured run-to-run noise in words. A noise above the plateau threshold no longer
+    decides anything by itself: the choice rests on paired interleaved windows
+    (``sweep/margin.py``), and the **Choice** line says whether they resolved it."""
     if not noise:
         return ("no value was measured twice and no sustained run read the chosen value, so "
                 "only the noise inside each window (the ± intervals) is known: **the choice "
-                "is not resolved** (raise `sweep.max_launches` or `sweep.remeasure_rounds`)")
+                "is not resolved** (raise `sweep.budget`, or `sweep.max_launches` for a "
+                "relaunching sweep)")
     text = (f"coefficient of variation {noise['cv']:.1%} between repeated windows "
             f"({noise['windows']} windows of {noise['values']} values, re-measured "
             "interleaved)")
@@ -224,8 +234,6 @@ def noise_sentence(noise: dict | None, threshold: float) -> str:
                 "was re-measured)")
     if not noise_above(noise, threshold):
         return text
-    return (f"{text}. **This is more than the plateau threshold ({threshold:.0%}): one "
-            "window cannot tell the chosen value from its neighbours, so the choice is not "
-            "resolved by these measurements.** Lengthen `workload.duration_s`, set "
-            "`workload.target_half_width`, or raise `sweep.remeasure_rounds`, and sweep "
-            "again on a quieter machine")
+    return (f"{text}. One window cannot tell neighbours {threshold:.0%} apart at this noise, "
+            "so the choice rests on pairs of interleaved windows, whose ratio drifts far "
+            "less; the **Choice** line below says whether they resolved it")

@@ -23,9 +23,14 @@ def test_two_tiny_instances_behind_the_router_serve_their_classes(tmp_path, tiny
     path = tmp_path / "tiny-cpu-fleet.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     result = run_mopt("apply", str(path), "--runs-dir", str(tmp_path / "runs"), "--json")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # the subject is routing: the per-class SLOs are judged (exit 4 on a miss, as any apply)
+    # but whether a loaded CI machine meets them is not asserted
+    assert result.returncode in (0, 4), result.stdout[-3000:] + result.stderr[-3000:]
     metrics = json.loads(result.stdout)["metrics"]
     instances, classes = metrics["instances"], metrics["classes"]
+    met = all(figures["slo_met"] for figures in classes.values())
+    assert result.returncode == (0 if met else 4), classes
+    assert met or any(figures["slo_violations"] for figures in classes.values())
     # short prompts (32-96 tokens) on 'short', long ones (800-1200) on 'long', as the
     # length rule says, counted by each vLLM itself
     for name in ("short", "long"):

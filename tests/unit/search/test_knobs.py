@@ -43,7 +43,7 @@ def test_the_cpu_block_multiple_is_one_rule_read_everywhere():
 
 def test_build_config_is_from_recipe_with_the_flags_winning():
     recipe = {"sweep": {"param": "max_num_seqs", "start": None, "growth": 2.0, "repeats": 3,
-                        "max_minutes": 5, "confirm_duration_s": 0},
+                        "budget": 5, "confirm_duration_s": 0},
               "engine": {"max_num_seqs": 8}, "hardware": {"accelerator": "cpu"}}
     from model_optimizer.sweep.flags import SweepFlags, build_config
 

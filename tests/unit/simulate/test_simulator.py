@@ -107,9 +107,12 @@ def test_the_goals_are_not_met_by_a_table_without_the_judged_strategy():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     row = Row("monotone", "cv5", "probe-scan", 300, 0.9, 0.96, 0.4, 0.95, 0.7, 2, 2, 18, 8.0,
-              0.6, 0.01)
-    assert all("NOT JUDGED" in line for line in module.goals([row]))
-    judged = Row(*(list(vars(row).values())[:2] + [module.DEFAULT] +
-                   list(vars(row).values())[3:]))
-    assert all("MET" in line or "MISSED" in line for line in module.goals([judged]))
-    assert "MISSED" in module.goals([judged])[-1]        # 1% confidently wrong
+              0.6, 0.01, resolved=0.97, calibration=0.02, near_knee=0.96)
+    loud = Row("monotone", "cv30+collapse", "probe-scan", 300, 0.8, 0.9, 0.2, 0.7, 0.5, 2, 2,
+               40, 40.0, 0.5, 0.0, resolved=0.6, calibration=0.0, near_knee=0.4)
+    assert all("NOT JUDGED" in line for line in module.goals([row], [loud]))
+    judged, loud_judged = (Row(**{**vars(r), "strategy": module.DEFAULT}) for r in (row, loud))
+    verdicts = module.goals([judged], [loud_judged])
+    assert all("MET" in line or "MISSED" in line for line in verdicts)
+    assert "MISSED" in verdicts[0]                      # 2% of the resolved below 0.90
+    assert all("**MET**" in line for line in verdicts[1:])

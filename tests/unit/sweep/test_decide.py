@@ -11,6 +11,7 @@ from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
     compare,
     interval,
+    margin_shortfall,
     measured_noise,
     pooled,
     remeasure_plan,
@@ -146,21 +147,30 @@ def test_a_leader_measured_once_gets_a_round_of_its_own():
     history.append(point(32, 16.0, phase=PHASE_REMEASURE))
     assert remeasure_plan(0.05, history, rounds=2) == [48]    # the pair holds for its round
     history.append(point(48, 14.0, phase=PHASE_REMEASURE))
-    # pooled: 48 -> 38.7, 32 -> 15.5, 28 -> 29.0: 48 still leads and both were re-measured
-    assert remeasure_plan(0.05, history, rounds=2) == []
+    # pooled: 48 -> 38.7, 32 -> 15.5, 28 -> 29.0: 48 still leads and both were re-measured;
+    # at 73% noise its margin is not shown, so the sequential plan pairs it with its
+    # weakest challenger next (run 6 ended here and chose 48 on one good window)
     chosen = choose(config, history)[0]
     assert chosen.value == 48 and chosen.metric_samples == [63.44, 14.0]
+    assert margin_shortfall(0.05, history, 48) is not None
+    follow = remeasure_plan(0.05, history)
+    assert len(follow) == 2 and 48 in follow
 
 
-def test_follow_up_rounds_are_bounded_by_remeasure_rounds():
+def test_follow_up_rounds_are_bounded_only_when_rounds_are_given():
     history = [point(8, 20.0), point(16, 40.0), point(32, 80.0), point(64, 60.0)]
     assert remeasure_plan(0.05, history, rounds=1) == [16, 32]
-    # 32 sinks, 64 (measured once) leads: one follow-up round of [32, 64], then no more
+    # 32 sinks, 64 (measured once) leads: one follow-up round of [32, 64]
     history += [point(16, 41.0, phase=PHASE_REMEASURE), point(32, 10.0, phase=PHASE_REMEASURE)]
     assert remeasure_plan(0.05, history, rounds=1) == [32, 64]
     history += [point(32, 9.0, phase=PHASE_REMEASURE), point(64, 5.0, phase=PHASE_REMEASURE)]
-    # the new pair [8, 16] has 8 never re-measured, but the one follow-up round is spent
-    assert remeasure_plan(0.05, history, rounds=1) == []
+    # the knee 16's margin is not shown at this noise: one margin round of the pooled top
+    # two, then the bounded plan is spent; the sweep's own plan (rounds None) goes on
+    assert remeasure_plan(0.05, history, rounds=1) == [8, 16]
+    more = history + [point(8, 21.0, phase=PHASE_REMEASURE),
+                      point(16, 39.0, phase=PHASE_REMEASURE)]
+    assert remeasure_plan(0.05, more, rounds=1) == []
+    assert remeasure_plan(0.05, more) != []
     assert remeasure_plan(0.05, history, rounds=0) == []
 
 
@@ -181,5 +191,7 @@ def test_the_report_says_when_the_noise_exceeds_the_plateau_threshold():
     quiet = noise_sentence({"cv": 0.04, "windows": 6, "values": 2}, 0.05)
     assert "4.0%" in quiet and "not resolved" not in quiet
     noisy = noise_sentence({"cv": 0.729, "windows": 6, "values": 2}, 0.05)   # run 6
-    assert "72.9%" in noisy and "plateau threshold (5%)" in noisy and "not resolved" in noisy
+    # the noise of one window no longer decides: the paired windows do, on the Choice line
+    assert "72.9%" in noisy and "5% apart" in noisy and "pairs of interleaved" in noisy
+    assert "not resolved" not in noisy
     assert "no value was measured twice" in noise_sentence(None, 0.05)

@@ -462,7 +462,7 @@ def test_config_errors_are_usage_errors_listing_every_problem():
 def test_from_recipe_drops_the_loop_keys_and_infers_integer():
     section = {"param": "gpu_memory_utilization", "start": 0.5, "growth": 2, "step": 0.1,
                "max": 0.95, "values": None, "plateau_threshold": 0.05, "resolution": 0.02,
-               "repeats": 3, "max_launches": 12, "max_minutes": None, "confirm_duration_s": 60,
+               "repeats": 3, "max_launches": 12, "budget": 15, "confirm_duration_s": 60,
                "objective_class": None, "remeasure_rounds": 2, "strategy": "auto"}
     assert set(section) >= LOOP_KEYS
     config = SweepConfig.from_recipe(section)

@@ -12,7 +12,7 @@ from model_optimizer.recipe import load_recipe
 from model_optimizer.sweep.flags import SweepFlags, build_config
 
 ROOT = Path(__file__).resolve().parents[3]
-LOOP_ONLY = {"strategy", "strict"}
+LOOP_ONLY = {"strategy", "strict", "budget"}
 
 
 @pytest.fixture
