@@ -37,13 +37,11 @@ from model_optimizer.measure import step_figures
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import Recipe
+from model_optimizer.recipe.sweep_rules import RELAUNCH, SCANNING, STRATEGIES
 from model_optimizer.search.scan import KV_FULL, ScanServer, closed_loop_problems, level_failure
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
-STRATEGIES = ("auto", "probe-scan", "probe-fit", "relaunch")
-#: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
-SCANNING = ("probe-scan", "probe-fit")
 __all__ = ["KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
            "level_point", "probe_scan_problems", "resolve_strategy", "scan_ceiling"]
 
@@ -63,8 +61,8 @@ def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tup
     if requested not in STRATEGIES:
         raise UsageError(f"--strategy {requested}: choose one of {', '.join(STRATEGIES)}")
     problems = probe_scan_problems(recipe, config)
-    if requested == "relaunch":
-        return "relaunch", "asked for (--strategy relaunch)"
+    if requested == RELAUNCH:
+        return RELAUNCH, "asked for (--strategy relaunch)"
     if not problems and requested == "probe-fit":
         return "probe-fit", ("one server at the ceiling scanned up and down, the knee from a "
                              "curve fitted over every window")
@@ -73,7 +71,7 @@ def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tup
     if requested in SCANNING:
         raise UsageError(f"--strategy {requested} is not valid here: " + "; ".join(problems)
                          + ". Use --strategy relaunch.")
-    return "relaunch", "probe-scan is not valid: " + "; ".join(problems)
+    return RELAUNCH, "probe-scan is not valid: " + "; ".join(problems)
 
 
 def scan_ceiling(loaded: LoadedRecipe, config: SweepConfig, model_config: dict | None) -> int:
