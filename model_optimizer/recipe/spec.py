@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, SweepStrategy
+from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, StrategyName
 
 Number = int | float
 Scalar = str | Number | bool
@@ -213,7 +213,7 @@ class SweepSpec(_Spec):
     budget: Number | None = 15
     confirm_duration_s: Number = 60
     objective_class: str | None = None
-    strategy: SweepStrategy = "auto"
+    strategy: StrategyName = "auto"
     remeasure_rounds: int | None = None
 
 

@@ -16,8 +16,8 @@ from model_optimizer.recipe.knobs import knob_names
 from model_optimizer.recipe.validate import did_you_mean
 
 #: ``sweep.strategy`` / ``mopt sweep --strategy``
-SweepStrategy = Literal["auto", "probe-scan", "probe-fit", "relaunch"]
-STRATEGIES: tuple[str, ...] = get_args(SweepStrategy)
+StrategyName = Literal["auto", "probe-scan", "probe-fit", "relaunch"]
+STRATEGIES: tuple[str, ...] = get_args(StrategyName)
 AUTO, RELAUNCH = "auto", "relaunch"
 #: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
 SCANNING: tuple[str, ...] = ("probe-scan", "probe-fit")
