@@ -48,7 +48,7 @@ class Measurement:
 def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
     """Deprecated: ``loaded`` with more ``--set`` texts applied. Use
     ``loaded.varied({"engine.max_num_seqs": 64}, source=...)``: typed values, no text.
-    Kept only until ``sweep/loop.py`` calls ``varied`` itself."""
+    Kept only until ``sweep/steps.py`` calls ``varied`` itself."""
     variations, problems = parse_overrides(extra_overrides)
     if problems:
         raise RecipeError(problems)

@@ -37,6 +37,7 @@ from model_optimizer.events import (
     SweepStep,
     SweepStepDone,
 )
+from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, SWEEPABLE, strategy_help
 from model_optimizer.sweep.flags import SweepFlags
 
 if TYPE_CHECKING:
@@ -98,8 +99,9 @@ def _values(text: str | None) -> tuple | None:
 @handle_errors
 def sweep(
     recipe: OptionalRecipeArg = None,
-    param: Annotated[str | None, typer.Option(help="Engine knob to sweep (default: the "
-                                              "recipe's sweep.param).")] = None,
+    param: Annotated[str | None, typer.Option(
+        help=f"Engine knob to sweep, one of {', '.join(SWEEPABLE)} (default: the recipe's "
+             f"sweep.param, {DEFAULT_PARAM}).")] = None,
     start: Annotated[float | None, typer.Option(help="First value.")] = None,
     growth: Annotated[float | None, typer.Option(help="Factor between values (default 2).")]
     = None,
@@ -109,12 +111,7 @@ def sweep(
     values: Annotated[str | None, typer.Option(help="Comma-separated values for categorical "
                                                "knobs, e.g. auto,fp8.")] = None,
     strategy: Annotated[str | None, typer.Option(
-        help="probe-scan: launch once at the ceiling and scan the concurrency on that server, "
-             "then launch once to confirm (max_num_seqs with workload.concurrency null and a "
-             "closed loop only); probe-fit: the same server scanned up and down, the knee "
-             "from a curve fitted over every window, with its band and a resolved verdict; "
-             "relaunch: one launch per value; auto (the default, sweep.strategy): "
-             "probe-fit where a scan is valid, else relaunch.")] = None,
+        help=strategy_help())] = None,
     budget: Annotated[float | None, typer.Option(
         min=0.1, help="Minutes to spend searching and deciding (default: the recipe's "
                       "sweep.budget, 15): the top candidates are measured interleaved, a pair "

@@ -39,7 +39,9 @@ from model_optimizer.export.deployment import (
     client_variables,
     escape_dollars,
 )
+from model_optimizer.export.formats import ExportFormat, Rendering, register
 from model_optimizer.export.schedule import TIME_ZONE, VERIFY_DEADLINE_S, Schedule, verify_args
+from model_optimizer.export.vllm import config_text
 from model_optimizer.recipe.security import one_line
 
 MANIFEST_FILE = "kubernetes.yaml"
@@ -293,3 +295,25 @@ def render_verify_cronjob(dep: Deployment, schedule: Schedule, recipe_text: str,
               "(docs/production.md).\n")
     return {VERIFY_CRONJOB_FILE: dump(verify_cronjob(dep, schedule, recipe_text, image),
                                       header)}
+
+
+@register
+class KubernetesFormat(ExportFormat):
+    """``kubernetes``: the manifests, with the tune workers' Job and the scheduled
+    verification when asked."""
+
+    name, order = "kubernetes", 2
+
+    def render(self, given: Rendering) -> dict[str, str]:
+        """The manifests (the vLLM config in a ConfigMap)."""
+        dep, options = given.dep, given.options
+        files = render(dep, config_text(dep), replicas=options.replicas,
+                       startup_timeout_s=given.startup_timeout_s, hpa_max=options.hpa_max,
+                       queue_target=options.queue_target)
+        if options.tune_workers:
+            files |= render_tune_job(dep, options.tune_workers, given.loaded.source_text,
+                                     options.tune_image)
+        if given.schedule:
+            files |= render_verify_cronjob(dep, given.schedule, given.loaded.source_text,
+                                           options.tune_image)
+        return files

@@ -13,49 +13,37 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from model_optimizer.archive import STATUS_OK, RunArchive, utc_now
 from model_optimizer.archive.entry import config_hash
 from model_optimizer.archive.names import GIVEN_RECIPE
 from model_optimizer.archive.versions import vllm_version
-from model_optimizer.export import compose, kubernetes, systemd, vllm
+from model_optimizer.export import vllm
 from model_optimizer.export.deployment import (
     Deployment,
     ExportError,
     build_deployment,
 )
-from model_optimizer.export.schedule import DEFAULT_SCHEDULE, OFF, Schedule, parse_schedule
+from model_optimizer.export.formats import (
+    ExportOptions,
+    Rendering,
+    format_names,
+    rendered,
+    resolve,
+    schedule_of,
+)
 from model_optimizer.fsutil import atomic_write_text
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.secrets import is_secret_name, looks_like_token
 
-FORMATS = ("vllm", "compose", "kubernetes", "systemd")
 EXPORT_FILE = "export.json"
 EXPORTED_DIR = "exported"
-#: the default image of the tune workers: vLLM's image with mopt installed (docs/deploy.md)
-TUNE_IMAGE = "mopt-worker:latest"
 #: secret-looking names that hold the shell's working directory
 SHELL_PATH_VARIABLES = frozenset({"PWD", "OLDPWD"})
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """What ``mopt export`` was asked for, besides the recipe and the folder."""
-
-    formats: tuple[str, ...]
-    port: int | None = None
-    force: bool = False
-    python: str = field(default_factory=lambda: sys.executable)
-    replicas: int = 1
-    hpa_max: int | None = None
-    queue_target: int = 4
-    tune_workers: int = 0
-    tune_image: str = TUNE_IMAGE
-    #: cron schedule of the deployment's own ``mopt verify --url`` (``off``: none)
-    verify_schedule: str = DEFAULT_SCHEDULE
+#: the formats' names, in order (``export/formats.py``: each registered by its module)
+FORMATS = format_names()
 
 
 @dataclass
@@ -75,46 +63,15 @@ class ExportOutcome:
                 "forced_over": self.forced_over}
 
 
-def schedule_of(options: ExportOptions) -> Schedule | None:
-    """The checked verification schedule, None when ``off`` (UsageError on a bad one)."""
-    text = options.verify_schedule.strip()
-    return None if text.lower() == OFF else parse_schedule(text)
-
-
 def render_files(dep: Deployment, loaded: LoadedRecipe, folder: Path,
                  options: ExportOptions, runs_base: Path) -> dict[str, str]:
-    """Every file of the asked formats, by name; the ``vllm`` files always (Compose and
-    systemd run them, Kubernetes holds the config in a ConfigMap); with a schedule, the
-    Kubernetes and systemd deployments' scheduled verification."""
-    timeout = loaded.spec.engine.startup_timeout_s
-    schedule = schedule_of(options)
-    files = vllm.render(dep, options.python)  # the config every other format runs
-    if "compose" in options.formats:
-        files |= compose.render(dep, timeout)
-    if "kubernetes" in options.formats:
-        files |= kubernetes.render(dep, vllm.config_text(dep), replicas=options.replicas,
-                                   startup_timeout_s=timeout, hpa_max=options.hpa_max,
-                                   queue_target=options.queue_target)
-        if options.tune_workers:
-            files |= kubernetes.render_tune_job(dep, options.tune_workers,
-                                                loaded.source_text, options.tune_image)
-        if schedule:
-            files |= kubernetes.render_verify_cronjob(dep, schedule, loaded.source_text,
-                                                      options.tune_image)
-    if "systemd" in options.formats:
-        files |= systemd.render(dep, options.python, folder, timeout)
-        if schedule:
-            files |= systemd.render_verify(dep, sys.executable, recipe_file(loaded),
-                                           runs_base.resolve(), schedule)
+    """Every file of the asked formats, by name, and the ``vllm`` files always (Compose and
+    systemd run them, Kubernetes holds the config in a ConfigMap)."""
+    given = Rendering(dep, loaded, folder, options, runs_base, schedule_of(options))
+    files: dict[str, str] = {}
+    for kind in rendered(given):
+        files |= kind.render(given)
     return files
-
-
-def recipe_file(loaded: LoadedRecipe) -> Path:
-    """The recipe file a systemd timer verifies (ExportError for a recipe with none)."""
-    if not loaded.path:
-        raise ExportError("the systemd verification timer verifies a recipe file, and this "
-                          "recipe has none; pass --verify-schedule off")
-    return Path(loaded.path).resolve()
 
 
 def environment_secrets(environ: dict[str, str] | None = None) -> list[str]:
@@ -135,10 +92,8 @@ def check_no_secrets(files: dict[str, str], known: list[str]) -> None:
 
 def check_options(options: ExportOptions) -> None:
     """ExportError for formats or counts that make no sense."""
-    unknown = [f for f in options.formats if f not in FORMATS]
-    if unknown or not options.formats:
-        raise ExportError(f"unknown export format {', '.join(unknown) or '(none)'}; choose "
-                          f"from {', '.join(FORMATS)} (--format may repeat)")
+    for name in options.formats or ("(none)",):
+        resolve(name)
     if options.tune_workers and "kubernetes" not in options.formats:
         raise ExportError("--tune-workers writes a Kubernetes Job: add --format kubernetes")
     schedule_of(options)

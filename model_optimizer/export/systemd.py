@@ -31,11 +31,19 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+import sys
 from pathlib import Path
 
-from model_optimizer.export.deployment import Deployment, client_variables, secret_variables
+from model_optimizer.export.deployment import (
+    Deployment,
+    ExportError,
+    client_variables,
+    secret_variables,
+)
+from model_optimizer.export.formats import ExportFormat, Rendering, register
 from model_optimizer.export.schedule import VERIFY_DEADLINE_S, Schedule, verify_args
 from model_optimizer.export.vllm import ENV_FILE, serve_argv
+from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.security import one_line
 
 RESTART_SEC = 10
@@ -144,3 +152,26 @@ def render_verify(dep: Deployment, mopt_python: str, recipe_file: Path, runs_dir
              "[Timer]", f"OnCalendar={schedule.on_calendar}", "Persistent=true",
              f"Unit={name}.service", "", "[Install]", "WantedBy=timers.target"]
     return {f"{name}.service": "\n".join(unit) + "\n", f"{name}.timer": "\n".join(timer) + "\n"}
+
+
+def recipe_file(loaded: LoadedRecipe) -> Path:
+    """The recipe file a systemd timer verifies (ExportError for a recipe with none)."""
+    if not loaded.path:
+        raise ExportError("the systemd verification timer verifies a recipe file, and this "
+                          "recipe has none; pass --verify-schedule off")
+    return Path(loaded.path).resolve()
+
+
+@register
+class SystemdFormat(ExportFormat):
+    """``systemd``: a unit running the serve script, and the verification timer."""
+
+    name, order = "systemd", 3
+
+    def render(self, given: Rendering) -> dict[str, str]:
+        """The unit (and, with a schedule, the timer and its service)."""
+        files = render(given.dep, given.options.python, given.folder, given.startup_timeout_s)
+        if given.schedule:
+            files |= render_verify(given.dep, sys.executable, recipe_file(given.loaded),
+                                   given.runs_base.resolve(), given.schedule)
+        return files

@@ -16,6 +16,7 @@ import shlex
 import yaml
 
 from model_optimizer.export.deployment import Deployment
+from model_optimizer.export.formats import ExportFormat, Rendering, register
 from model_optimizer.recipe.security import one_line
 
 CONFIG_FILE = "vllm.yaml"
@@ -76,3 +77,14 @@ def render(dep: Deployment, python: str) -> dict[str, str]:
               f" --config ./{CONFIG_FILE}{from_env}\n")
     return {CONFIG_FILE: config_text(dep), ENV_FILE: env_file_text(dep),
             SERVE_JSON: json.dumps(serve, indent=2) + "\n", SERVE_SH: script}
+
+
+@register
+class VllmFormat(ExportFormat):
+    """``vllm``: the config file and the serve script every other format runs."""
+
+    name, order, always = "vllm", 0, True
+
+    def render(self, given: Rendering) -> dict[str, str]:
+        """The vLLM config, its environment and the serve script."""
+        return render(given.dep, given.options.python)

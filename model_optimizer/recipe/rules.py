@@ -5,19 +5,28 @@ from __future__ import annotations
 from model_optimizer.errors import Diagnostic
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe.flags import known_flags
-from model_optimizer.recipe.knobs import KNOBS, knob_names
+from model_optimizer.recipe.knobs import KNOBS
 from model_optimizer.recipe.placement_rules import placement_rules
 from model_optimizer.recipe.schema import subschema
 from model_optimizer.recipe.security import check_security, flag_name
+from model_optimizer.recipe.sweep_rules import (
+    CATEGORICAL_KNOBS,
+    NUMERIC_KNOBS,
+    SWEEPABLE,
+    param_problem,
+    start_above_max,
+)
 from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.workload_rules import workload_rules
 from model_optimizer.recipe.yamlsource import SourceMap
 
-#: engine knobs a sweep may move; numeric ones grow, categorical ones take `sweep.values`
-NUMERIC_KNOBS = knob_names("numeric")
-CATEGORICAL_KNOBS = knob_names("categorical")
+__all__ = ["BOOL_KNOBS", "CATEGORICAL_KNOBS", "FIRST_CLASS_FLAGS", "FLOAT_KNOBS",
+           "NUMERIC_KNOBS", "check_rules"]
 #: engine knobs that take fractional values; every other numeric knob is an integer
 FLOAT_KNOBS = frozenset(k.name for k in KNOBS if k.sweep == "numeric" and k.kind == "float")
+#: engine knobs that are true or false (a tune's choices for them are booleans)
+BOOL_KNOBS = frozenset(k.name for k in KNOBS if k.field.startswith("engine.")
+                       and k.kind == "bool")
 
 #: flags a recipe sets through a first-class field: extra_args may not set them again
 FIRST_CLASS_FLAGS = {k.flag: k.field for k in KNOBS if k.exclusive}
@@ -126,20 +135,12 @@ def flag_warnings(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
 
 def _sweep_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     sweep, out = recipe["sweep"], []
-    param = sweep["param"]
-    if param not in NUMERIC_KNOBS + CATEGORICAL_KNOBS:
-        hint = did_you_mean(param, list(NUMERIC_KNOBS + CATEGORICAL_KNOBS))
-        out.append(smap.diagnostic(
-            ("sweep", "param"), f"'{param}' is not an engine knob mopt can sweep",
-            hint or f"choose one of {', '.join(NUMERIC_KNOBS + CATEGORICAL_KNOBS)}"))
-    elif param in CATEGORICAL_KNOBS and not sweep.get("values"):
-        out.append(smap.diagnostic(
-            ("sweep", "param"), f"'{param}' is categorical and needs sweep.values",
-            f"e.g. values: {_example_values(param)}"))
-    start, maximum = sweep.get("start"), sweep.get("max")
-    if start is not None and maximum is not None and maximum < start:
-        out.append(smap.diagnostic(("sweep", "max"), f"sweep.max ({maximum}) is below "
-                                   f"sweep.start ({start})", "swap them or raise max"))
+    problem = param_problem(sweep["param"], sweep.get("values"))
+    if problem is not None:
+        out.append(smap.diagnostic(("sweep", "param"), problem.message, problem.hint))
+    above = start_above_max(sweep.get("start"), sweep.get("max"))
+    if above is not None:
+        out.append(smap.diagnostic(("sweep", "max"), above.message, above.hint))
     return out
 
 
@@ -177,7 +178,7 @@ _Problem = tuple[tuple, str, str]
 
 def _tune_param_problems(name: str, spec: dict, accelerator: str, sampler: str) -> list[_Problem]:
     """(sub-path, message, hint) for everything wrong with one tuned knob."""
-    knobs = NUMERIC_KNOBS + CATEGORICAL_KNOBS
+    knobs = SWEEPABLE
     if name not in knobs:
         hint = did_you_mean(name, list(knobs)) or f"choose from {', '.join(knobs)}"
         return [((), f"'{name}' is not an engine knob mopt can tune", hint)]
@@ -209,7 +210,7 @@ def _multiple_note(name: str, accelerator: str) -> str:
 
 
 def _valid_choice(name: str, value: object, accelerator: str) -> bool:
-    if name in ("enable_prefix_caching", "enforce_eager", "enable_chunked_prefill"):
+    if name in BOOL_KNOBS:
         return isinstance(value, bool)
     if name == "kv_cache_dtype":
         return value in (subschema(("engine", "kv_cache_dtype")) or {}).get("enum", [])
@@ -272,10 +273,6 @@ def _example_choices(name: str) -> str:
     return {"kv_cache_dtype": "[auto, fp8]", "block_size": "[32, 64, 128]",
             "gpu_memory_utilization": "[0.8, 0.9]"}.get(
         name, "[false, true]" if name in CATEGORICAL_KNOBS else "[8, 16, 32]")
-
-
-def _example_values(param: str) -> str:
-    return "[auto, fp8]" if param == "kv_cache_dtype" else "[false, true]"
 
 
 def _parallel_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:

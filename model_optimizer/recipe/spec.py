@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, StrategyName
+
 Number = int | float
 Scalar = str | Number | bool
 
@@ -197,7 +199,7 @@ class SloSpec(ClassSloSpec):
 class SweepSpec(_Spec):
     """``sweep``: the one-knob search."""
 
-    param: str = "max_num_seqs"
+    param: str = DEFAULT_PARAM
     start: Number | None = None
     growth: Number = 2
     step: Number | None = None
@@ -211,7 +213,7 @@ class SweepSpec(_Spec):
     budget: Number | None = 15
     confirm_duration_s: Number = 60
     objective_class: str | None = None
-    strategy: Literal["auto", "probe-scan", "probe-fit", "relaunch"] = "auto"
+    strategy: StrategyName = "auto"
     remeasure_rounds: int | None = None
 
 

@@ -39,6 +39,6 @@ def yaml_value(value: Any) -> str:
 
 
 def engine_overrides(params: dict[str, Any]) -> list[str]:
-    """Deprecated (``sweep/loop.py`` until it calls ``LoadedRecipe.varied`` with
+    """Deprecated (``sweep/steps.py`` until it calls ``LoadedRecipe.varied`` with
     :func:`engine_values`): the engine knobs in ``params`` as ``--set`` texts."""
     return [f"engine.{name}={yaml_value(value)}" for name, value in params.items()]

@@ -11,6 +11,9 @@ the scan ceiling after a launch failed for memory, and when one reading lies bel
 - :class:`Reading`: a figure with its 95% interval; ``a.below(b)`` when the intervals are
   disjoint with ``a`` under ``b`` (the same test the tune's scan stops at as a regression,
   and its confirmation checks a confirming run against the scan figure with).
+- :func:`fell_short`: the confirmation's one shortfall rule, for the sweep's sustained run
+  and the tune's confirming launch alike: a confirming reading says the search's figure did
+  not hold up when both have a measured interval and the confirmation's lies wholly below.
 - :func:`pooled_cv`: the noise of a search, the coefficient of variation pooled over the
   configurations it measured more than once (the sweep's re-measured values, the tune's
   levels scanned by several trials and its confirming launches); a choice made at a noise
@@ -85,6 +88,14 @@ class Reading:
         if not self.half_width:
             return f"{self.value:.4g}"
         return f"{self.value:.4g} ± {self.half_width:.2g}"
+
+
+def fell_short(confirmed: Reading | None, searched: Reading | None) -> bool:
+    """True when ``confirmed`` (a confirming run's reading) says ``searched`` (the figure the
+    search chose by) did not hold up: both intervals measured, ``confirmed`` wholly below.
+    A reading without an interval, or none at all, is no evidence either way."""
+    return (confirmed is not None and searched is not None and confirmed.known
+            and searched.known and confirmed.below(searched))
 
 
 def pooled_cv(groups: Iterable[Sequence[float]]) -> dict | None:

@@ -9,7 +9,7 @@ from model_optimizer.errors import UsageError
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe import RecipeSpec
 from model_optimizer.recipe.render import Recipe
-from model_optimizer.recipe.rules import CATEGORICAL_KNOBS, NUMERIC_KNOBS
+from model_optimizer.recipe.sweep_rules import NUMERIC_KNOBS, param_problem
 from model_optimizer.sweep.strategy import SweepConfig
 
 
@@ -40,12 +40,9 @@ def build_config(recipe: dict, flags: SweepFlags | None = None) -> SweepConfig:
     one mopt can sweep, with values (categorical) or a start (numeric) to begin from."""
     section = {**recipe["sweep"], **(flags or SweepFlags()).config_keys()}
     param = section["param"]
-    if param not in NUMERIC_KNOBS + CATEGORICAL_KNOBS:
-        raise UsageError(f"--param {param}: not a knob mopt can sweep; choose one of "
-                         f"{', '.join(NUMERIC_KNOBS + CATEGORICAL_KNOBS)}")
-    if param in CATEGORICAL_KNOBS and not section.get("values"):
-        raise UsageError(f"--param {param} is categorical: give the values to try with "
-                         "--values, e.g. --values auto,fp8")
+    problem = param_problem(param, section.get("values"))
+    if problem is not None:
+        raise UsageError(f"--param {param}: {problem}")
     if param in NUMERIC_KNOBS and not section.get("values") and section.get("start") is None:
         current = recipe["engine"].get(param)
         if current is None:

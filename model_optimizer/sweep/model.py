@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from model_optimizer.errors import UsageError
+from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, start_above_max
 from model_optimizer.search.knobs import FLOAT_DECIMALS, FLOAT_KNOBS
 from model_optimizer.sweep.decide import PHASE_REMEASURE
 
@@ -105,7 +106,7 @@ class SweepConfig:
         ``integer`` defaults to False for the knobs in :data:`FLOAT_KNOBS`, True otherwise.
         """
         data = {key: value for key, value in sweep.items() if key not in LOOP_KEYS}
-        data.setdefault("param", "max_num_seqs")
+        data.setdefault("param", DEFAULT_PARAM)
         data.setdefault("start", None)
         if integer is None:
             integer = data["param"] not in FLOAT_KNOBS
@@ -133,9 +134,10 @@ def _config_problems(config: SweepConfig) -> list[str]:
         problems.append("plateau_threshold must be within [0, 1]")
     if config.max_launches is not None and config.max_launches < 1:
         problems.append("max_launches must be >= 1")
-    if not problems and config.max is not None \
-            and cap_value(config) < round_value(config, config.start):
-        problems.append(f"start {config.start} is above max {config.max} (after rounding)")
+    above = None if problems or config.max is None else \
+        start_above_max(round_value(config, config.start), cap_value(config))
+    if above is not None:
+        problems.append(f"{above.message} (after rounding)")
     return problems
 
 

@@ -18,6 +18,7 @@ from model_optimizer.archive.names import (
 from model_optimizer.archive.report import fmt
 from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
+from model_optimizer.recipe.sweep_rules import SCANNING
 from model_optimizer.report import write_report as write_html_report
 from model_optimizer.search.scanrules import noise_above
 from model_optimizer.sweep.decide import (
@@ -167,7 +168,7 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
              "(median over repeats)",
              f"- strategy: **{state.strategy}** ({state.strategy_reason})",
              f"- launches: {summary['launches']}"]
-    if state.strategy in ("probe-scan", "probe-fit"):
+    if state.strategy in SCANNING:
         lines.append(f"- one server launched at max_num_seqs={state.config.max:g}; each value "
                      "below is a steady-state window at that concurrency on it (its own "
                      "archive under steps/), then one launch at the chosen value confirms it")

@@ -37,23 +37,19 @@ from model_optimizer.measure import step_figures
 from model_optimizer.plan import estimate
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import Recipe
+from model_optimizer.recipe.sweep_rules import AUTO, AUTO_SCAN, RELAUNCH, SCANNING, STRATEGIES
 from model_optimizer.search.scan import KV_FULL, ScanServer, closed_loop_problems, level_failure
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS
 from model_optimizer.sweep.strategy import Point, SweepConfig
 
-STRATEGIES = ("auto", "probe-scan", "probe-fit", "relaunch")
-#: what ``auto`` resolves to where a scan is valid: the search simulator's table favours
-#: probe-fit over probe-scan (docs/benchmarks/search-simulator.md; docs/sweep.md says why)
-AUTO = "probe-fit"
+#: why each scanning strategy, in the report; auto adds why it is the one chosen
 AUTO_WHY = " (auto: the strategy the search simulator's table favours)"
 SCAN_WHY = {
     "probe-fit": "one server at the ceiling scanned up and down, the knee from a curve fitted "
                  "over every window",
     "probe-scan": "one server at the ceiling, the concurrency scanned on it",
 }
-#: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
-SCANNING = ("probe-scan", "probe-fit")
-__all__ = ["AUTO", "KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
+__all__ = ["KV_FULL", "MAX_SCAN_SERVERS", "SCANNING", "STRATEGIES", "ProbeServer",
            "level_point", "probe_scan_problems", "resolve_strategy", "scan_ceiling"]
 
 
@@ -67,21 +63,21 @@ def probe_scan_problems(recipe: Recipe, config: SweepConfig) -> list[str]:
 
 
 def resolve_strategy(requested: str, recipe: Recipe, config: SweepConfig) -> tuple[str, str]:
-    """``(strategy, why)``: ``auto`` picks :data:`AUTO` (probe-fit) where a scan is valid,
+    """``(strategy, why)``: ``auto`` picks :data:`AUTO_SCAN` (probe-fit) where a scan is valid,
     relaunch where not; an explicit scanning strategy that is not valid is a usage error
     naming the reasons."""
     if requested not in STRATEGIES:
         raise UsageError(f"--strategy {requested}: choose one of {', '.join(STRATEGIES)}")
     problems = probe_scan_problems(recipe, config)
-    if requested == "relaunch":
-        return "relaunch", "asked for (--strategy relaunch)"
+    if requested == RELAUNCH:
+        return RELAUNCH, "asked for (--strategy relaunch)"
     if not problems:
-        chosen = AUTO if requested == "auto" else requested
-        return chosen, SCAN_WHY[chosen] + (AUTO_WHY if requested == "auto" else "")
+        chosen = AUTO_SCAN if requested == AUTO else requested
+        return chosen, SCAN_WHY[chosen] + (AUTO_WHY if requested == AUTO else "")
     if requested in SCANNING:
         raise UsageError(f"--strategy {requested} is not valid here: " + "; ".join(problems)
                          + ". Use --strategy relaunch.")
-    return "relaunch", "probe-scan is not valid: " + "; ".join(problems)
+    return RELAUNCH, "probe-scan is not valid: " + "; ".join(problems)
 
 
 def scan_ceiling(loaded: LoadedRecipe, config: SweepConfig, model_config: dict | None) -> int:

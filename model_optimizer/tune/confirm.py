@@ -32,7 +32,7 @@ from model_optimizer.events import TuneConfirm, TuneConfirmed
 from model_optimizer.load.classes import figure
 from model_optimizer.measure import objective_half_width, step_figures
 from model_optimizer.search.scan import confirmation_problems
-from model_optimizer.search.scanrules import Reading, noise_above, pooled_cv
+from model_optimizer.search.scanrules import Reading, fell_short, noise_above, pooled_cv
 from model_optimizer.tune.host import ScanHost
 from model_optimizer.tune.space import trial_recipe
 from model_optimizer.tune.trials import same_params
@@ -186,8 +186,7 @@ def _shortfall(chosen: FrozenTrial, record: dict, metric: str) -> list[str]:
     """The warning when the chosen configuration's own launch reads below its scan (both
     with a measured interval: two bare figures prove nothing)."""
     confirmed, scanned = confirmed_reading(record, metric), scan_reading(chosen, metric)
-    if confirmed is None or not (confirmed.known and scanned.known) \
-            or not confirmed.below(scanned):
+    if not fell_short(confirmed, scanned):
         return []
     return [f"trial {chosen.number}'s own launch measured {confirmed} {metric}, below its "
             f"scan window's {scanned}: the scan figure did not hold up, so this choice rests "

@@ -206,3 +206,15 @@ def test_mkdocs_builds_the_site_strictly(tmp_path):
     assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()
     assert not (tmp_path / "site" / "benchmarks" / "log").exists(), "dated logs built into the site"
     shutil.rmtree(tmp_path / "site")
+
+
+def test_the_layout_page_names_every_package_and_module():
+    """docs/layout.md lists every package and top-level module of model_optimizer/."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "layout.md").read_text()
+    source = root / "model_optimizer"
+    names = [f"{p.name}/" for p in source.iterdir() if (p / "__init__.py").is_file()]
+    names += [p.name for p in source.glob("*.py") if p.name not in ("__init__.py",
+                                                                     "__main__.py")]
+    missing = sorted(name for name in names if name not in text)
+    assert missing == []

@@ -30,7 +30,7 @@ def test_a_run_keeps_its_argv_and_environment_redacted(tmp_path):
     assert set(run) == COMMON | {"argv", "env", "workload"}
     assert "s3cret" not in json.dumps(run) and "hf_x" not in json.dumps(run)
     assert (run["recipe_name"], run["recipe_revision"]) == ("tiny-cpu", 1)
-    assert run["overrides"] == ["engine.max_num_seqs=4"]
+    assert run["overrides"] == ["engine.max_num_seqs=4"] and run["varied"] == []
     assert (archive.path / RESOLVED_RECIPE).read_text().startswith(
         "# tiny-cpu as run by mopt, defaults filled in\n")
 

@@ -25,7 +25,8 @@ PACKAGE = Path(events.__file__).parent
 RUN = ["runner.py", "search/session.py"]  # every run's and every search's own events
 #: each command's display and the modules whose events reach it
 COMMANDS: dict[type[RunProgress], list[str]] = {
-    SweepProgress: [*RUN, "sweep/loop.py", "sweep/probe.py"],
+    SweepProgress: [*RUN, "sweep/steps.py", "sweep/choice.py", "sweep/probe.py",
+                    "sweep/strategies/probescan.py", "sweep/strategies/probefit.py"],
     TuneProgress: [*RUN, "tune/loop.py", "tune/scan.py", "tune/confirm.py"],
     OptimizeProgress: [*RUN, "optimize/pipeline.py", "quantize/run.py"],
     CapacityProgress: ["runner.py", "capacity.py"],

@@ -3,17 +3,24 @@ and the lists derived from it."""
 
 from __future__ import annotations
 
+import typing
+
+import pytest
+
+from model_optimizer.errors import RecipeError
 from model_optimizer.recipe import load_recipe_text
 from model_optimizer.recipe.flags import known_flags
 from model_optimizer.recipe.knobs import KNOBS
 from model_optimizer.recipe.render import engine_options
 from model_optimizer.recipe.rules import (
+    BOOL_KNOBS,
     CATEGORICAL_KNOBS,
     FIRST_CLASS_FLAGS,
     FLOAT_KNOBS,
     NUMERIC_KNOBS,
 )
 from model_optimizer.recipe.schema import subschema
+from model_optimizer.recipe.spec import EngineSpec
 from model_optimizer.recipe.vllm_flags import KNOWN_FLAGS
 
 SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
@@ -71,3 +78,27 @@ def test_the_derived_lists():
     assert set(CATEGORICAL_KNOBS) == {k.name for k in KNOBS if k.sweep == "categorical"}
     assert {"gpu_memory_utilization"} == FLOAT_KNOBS
     assert all(k.field.startswith("engine.") for k in KNOBS if k.sweep)
+
+
+def test_the_boolean_knobs_are_the_tables_and_the_schema_and_spec_agree():
+    assert {"enable_chunked_prefill", "enable_prefix_caching", "enforce_eager"} == BOOL_KNOBS
+    hints = typing.get_type_hints(EngineSpec)
+    for name in BOOL_KNOBS:
+        node = subschema(("engine", name))
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        assert set(types) - {"null"} == {"boolean"}, name
+        assert set(typing.get_args(hints[name]) or (hints[name],)) - {type(None)} == {bool}
+    every_bool = {name for name, hint in hints.items()
+                  if set(typing.get_args(hint) or (hint,)) - {type(None)} == {bool}}
+    assert every_bool == BOOL_KNOBS  # no boolean engine field outside the table
+
+
+def test_a_tune_takes_only_booleans_for_a_boolean_knob():
+    for name in BOOL_KNOBS:
+        text = EVERY_KNOB + (f"tune:\n  params:\n    {name}: {{type: categorical, "
+                             "choices: [1, true]}\n")
+        with pytest.raises(RecipeError) as info:
+            load_recipe_text(text, "t.yaml")
+        assert any(f"not valid for engine.{name}" in d.message
+                   for d in info.value.diagnostics), name
+        load_recipe_text(text.replace("[1, true]", "[false, true]"), "t.yaml")

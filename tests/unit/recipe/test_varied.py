@@ -94,7 +94,7 @@ def test_run_json_records_the_varied_values_and_a_rollback_restores_them(write_r
 #: an f-string that builds a recipe override's text: ``f"engine.{k}={v}"`` and the like
 _BUILDER = re.compile(r"""f["'](?:engine|workload|model|quantize)\.[\w.{}-]*=\{""")
 #: writes the exported container's command line (right), and the deprecated wrapper that
-#: sweep/loop.py still calls until it calls LoadedRecipe.varied itself
+#: sweep/steps.py still calls until it calls LoadedRecipe.varied itself
 _ALLOWED = {"model_optimizer/export/kubernetes.py", "model_optimizer/search/knobs.py"}
 
 
