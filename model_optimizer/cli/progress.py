@@ -17,9 +17,12 @@ from rich.text import Text
 from model_optimizer.events import (
     ArchiveOpened,
     Event,
+    Generated,
+    LmEval,
     LoadProgress,
     LoadStarted,
     Ready,
+    Scoring,
     StartFailed,
     Starting,
     Stopping,
@@ -180,3 +183,17 @@ def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,
         console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False,
                       markup=False)
     raise typer.Exit(outcome.exit_code)
+
+
+class EvalProgress(RunProgress):
+    """RunProgress plus the eval's own phases."""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Generated):
+            self._show(f"generating: {event.done}/{event.total}")
+        elif isinstance(event, Scoring):
+            self._show(f"scoring next-token distributions on {event.on} ...")
+        elif isinstance(event, LmEval):
+            self._log(f"lm-eval: {', '.join(event.tasks)} ...")
+        else:
+            super().__call__(event)
