@@ -24,8 +24,8 @@ from model_optimizer.cli.current import (
     check_before_launch,
     load_chosen,
 )
-from model_optimizer.cli.outcomes import print_verification
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.outcomes import print_notice, print_verification
+from model_optimizer.cli.progress import RunProgress, SweepProgress, run_search
 from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import LoadedRecipe
@@ -103,10 +103,12 @@ def verify_command(
     else:
         print_verification(result)
     if retune and result.exit_code == EXIT_SLO_FAILED:
-        from model_optimizer.cli.sweep import sweep
+        from model_optimizer.usecase.sweep import SWEEP_FILES, sweep
 
         progress_console(as_json).print(f"--retune: mopt sweep {result.recipe_file}",
                                         highlight=False, markup=False, soft_wrap=True)
-        sweep(recipe=Path(result.recipe_file), runs_dir_opt=runs_dir_opt, force=force,
-              as_json=as_json)
+        sweeping = SweepProgress(progress_console(as_json))
+        run_search(lambda: sweep(Path(result.recipe_file), runs_base=runs_dir(runs_dir_opt),
+                                 force=force, on_event=sweeping, on_notice=print_notice),
+                   sweeping, "sweep", SWEEP_FILES, as_json)
     raise typer.Exit(result.exit_code)

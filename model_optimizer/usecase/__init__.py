@@ -6,6 +6,7 @@ from model_optimizer.usecase.apply import ApplyResult, apply, apply_fleet
 from model_optimizer.usecase.bench import BenchRecipe, WorkloadFlags, bench, bench_recipe
 from model_optimizer.usecase.notices import Notice
 from model_optimizer.usecase.rollback import RollbackOutcome, rollback
+from model_optimizer.usecase.sweep import sweep
 
 __all__ = ["ApplyResult", "BenchRecipe", "Notice", "RollbackOutcome", "WorkloadFlags",
-           "apply", "apply_fleet", "bench", "bench_recipe", "rollback"]
+           "apply", "apply_fleet", "bench", "bench_recipe", "rollback", "sweep"]

@@ -181,11 +181,6 @@ def test_the_circle_check_sees_a_type_checking_import():
 #: ``cli/main.py`` imports is a command module
 CLI_SHARED = frozenset({"common", "completion", "current", "fleet_apply", "fleet_plan",
                         "outcomes", "progress"})
-#: (command module, command module it imports) allowed until its use case exists
-CLI_KNOWN_EXCEPTIONS = frozenset({
-    # `verify --retune` runs the sweep command; goes with the sweep's use case (issue 38)
-    ("verify", "sweep"),
-})
 
 
 def cli_imports(name: str) -> set[str]:
@@ -202,6 +197,5 @@ def test_no_command_module_imports_another():
     commands = cli_imports("main") - CLI_SHARED
     assert {"apply", "bench", "rollback", "verify", "eval"} <= commands
     problems = sorted(f"cli/{name}.py imports cli/{other}.py" for name in commands
-                      for other in cli_imports(name) & commands
-                      if (name, other) not in CLI_KNOWN_EXCEPTIONS)
+                      for other in cli_imports(name) & commands)
     assert not problems, "\n".join(problems)
