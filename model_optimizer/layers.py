@@ -56,6 +56,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # pipelines built of strategies: quantize candidates, then a sweep on the survivor; the
     # search simulator (the real strategies against known curves, no engine)
     ("optimize", "simulate"),
+    # one entry function per command, typed arguments and typed results: what the command
+    # line parses into and prints from, and mopt's Python API (docs/api.md)
+    ("usecase",),
     # the command line
     ("cli",),
     ("__main__",),

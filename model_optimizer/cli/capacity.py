@@ -21,11 +21,12 @@ from model_optimizer.cli.common import (
 )
 from model_optimizer.cli.completion import complete_recipe
 from model_optimizer.cli.current import ForceOption, prepare_launch
-from model_optimizer.cli.endpoint import endpoint_model
+from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import RunProgress, bound_text
 from model_optimizer.errors import UsageError
 from model_optimizer.events import Event, LoadStarted, WindowDone, WindowStarted
 from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
+from model_optimizer.usecase.endpoint import endpoint_model
 
 #: the recipe of ``mopt capacity --url`` without one: defaults, then --set
 BARE_CAPACITY_RECIPE = "recipe_version: 1\nname: capacity\nmodel: {path: endpoint}\n"
@@ -101,7 +102,8 @@ def capacity(
     if url is not None:
         url = url.rstrip("/")
         model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
-                                                   recipe_given=recipe is not None)
+                                                   recipe_given=recipe is not None,
+                                                   on_notice=print_notice)
     with CapacityProgress(err_console) as progress:
         outcome = run_capacity(loaded, runs_dir(runs_dir_opt), url=url, model_name=model_name,
                                tokenizer_dir=tokenizer_dir, on_event=progress,

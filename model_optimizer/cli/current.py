@@ -66,32 +66,12 @@ def prepare_launch(recipe: Path | None, overrides: Overrides | None, command: st
     return loaded
 
 
-def archived_recipe(search_dir: Path) -> LoadedRecipe | None:
-    """The recipe an interrupted sweep or tune resumes with (its given text and overrides),
-    or None when the archive cannot tell (the resume itself then reports why)."""
-    import json
-
-    from model_optimizer.errors import MoptError
-    from model_optimizer.recipe import archived_overrides, load_recipe_text
-
-    try:
-        state = json.loads((search_dir / "state.json").read_text(encoding="utf-8"))
-        given = (search_dir / "recipe.given.yaml").read_text(encoding="utf-8")
-        loaded = load_recipe_text(given, str(state["recipe_file"]),
-                                  archived_overrides(state.get("overrides"), state.get("varied")))
-    except (OSError, ValueError, KeyError, TypeError, MoptError):
-        return None
-    loaded.path = Path(state["recipe_file"])  # relative model paths resolve from it
-    return loaded
-
-
 def check_resume(search_dir: Path, force: bool) -> None:
     """Preflight the recipe an interrupted search will relaunch (exit 2 on a refusal)."""
-    from model_optimizer.cli.common import err_console
+    from model_optimizer.cli.outcomes import print_notice
+    from model_optimizer.usecase.search import check_resume as preflight_resume
 
-    loaded = archived_recipe(Path(search_dir))
-    if loaded is not None:
-        check_before_launch(loaded, force, err_console)
+    preflight_resume(search_dir, force, print_notice)
 
 
 @dataclass(frozen=True)

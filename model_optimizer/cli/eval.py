@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    console,
     err_console,
     handle_errors,
     print_json,
@@ -25,28 +23,13 @@ from model_optimizer.cli.current import (
     check_before_launch,
     load_chosen,
 )
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.outcomes import print_eval
+from model_optimizer.cli.progress import EvalProgress
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
-from model_optimizer.events import Event, Generated, LmEval, Scoring
 from model_optimizer.quality import evaluate, quality_of
 from model_optimizer.quality.config import LmEvalConfig
 from model_optimizer.quality.evaluate import EvalOutcome
-from model_optimizer.quality.report import FIDELITY_ROWS, fmt
 from model_optimizer.signals import terminate_as_interrupt
-
-
-class EvalProgress(RunProgress):
-    """RunProgress plus the eval's own phases."""
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, Generated):
-            self._show(f"generating: {event.done}/{event.total}")
-        elif isinstance(event, Scoring):
-            self._show(f"scoring next-token distributions on {event.on} ...")
-        elif isinstance(event, LmEval):
-            self._log(f"lm-eval: {', '.join(event.tasks)} ...")
-        else:
-            super().__call__(event)
 
 
 def _exit_code(outcome: EvalOutcome) -> int:
@@ -57,37 +40,6 @@ def _exit_code(outcome: EvalOutcome) -> int:
     if outcome.gate is not None and not outcome.gate.passed:
         return EXIT_SLO_FAILED
     return EXIT_OK
-
-
-def print_eval(outcome: EvalOutcome) -> None:
-    """The eval's figures, comparison and gate for humans."""
-    result = outcome.result
-    figures = result.figures()
-    if result.failure:
-        err_console.print(f"[bold red]{result.status}[/]: {result.failure}", highlight=False)
-    line = f"{figures['items']} items x {figures['repeats']} repeat(s)"
-    if figures["accuracy"] is not None:
-        line += (f"; task accuracy {figures['accuracy']:.3f} "
-                 f"(spread {figures['accuracy_spread']:.3f})")
-    for task, score in figures["lm_eval"].items():
-        line += f"; lm-eval {task} {score['metric']} {score['value']:.3f}"
-    console.print(line, highlight=False)
-    if outcome.comparison is not None:
-        table = Table(title=f"against baseline {outcome.comparison.baseline_run}",
-                      show_edge=False)
-        table.add_column("figure")
-        table.add_column("value", justify="right")
-        values = outcome.comparison.figures()
-        for label, key in FIDELITY_ROWS:
-            table.add_row(label, fmt(values.get(key)))
-        if "accuracy" in values:
-            table.add_row("task accuracy, baseline -> candidate",
-                          f"{values['baseline_accuracy']:.3f} -> {values['accuracy']:.3f}")
-        console.print(table)
-    if outcome.gate is not None:
-        colour = "green" if outcome.gate.passed else "red"
-        console.print(f"[{colour}]{outcome.gate.summary}[/]", highlight=False)
-    console.print(f"archive: {result.archive}", highlight=False)
 
 
 @handle_errors

@@ -3,7 +3,6 @@ overall, per class and per instance (what each served against what the rules sen
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -12,13 +11,11 @@ from rich.table import Table
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import console, print_json, progress_console
+from model_optimizer.cli.outcomes import print_outcome
 from model_optimizer.cli.progress import RunProgress
-from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.finish import INSTANCE_COLUMNS
-from model_optimizer.fleet.run import run_fleet
-from model_optimizer.runner import RunOutcome
-from model_optimizer.signals import terminate_as_interrupt
+from model_optimizer.usecase.apply import apply_fleet, refuse_fleet_overrides
 
 
 def instance_summary_table(metrics: dict) -> Table | None:
@@ -41,16 +38,13 @@ def instance_summary_table(metrics: dict) -> Table | None:
 
 
 def apply_fleet_command(path: Path, overrides: list[str] | None, runs_dir_opt: Path | None,
-                        as_json: bool, print_outcome: Callable[[RunOutcome], None]) -> None:
-    """Run the fleet at ``path``; exit like `mopt apply` (4 also for a routing mismatch).
-    ``print_outcome`` is apply's summary of a run (passed in: apply imports this module)."""
-    if overrides:
-        raise UsageError("--set is for recipes; change a fleet's instance with its set: list")
+                        as_json: bool) -> None:
+    """Run the fleet at ``path``; exit like `mopt apply` (4 also for a routing mismatch)."""
+    refuse_fleet_overrides(overrides)
     fleet = load_fleet(path)
-    terminate_as_interrupt()
     total = fleet.front.resolved["workload"].get("num_requests")
     with RunProgress(progress_console(as_json), total=total) as progress:
-        outcome = run_fleet(fleet, runs_dir(runs_dir_opt), on_event=progress)
+        outcome = apply_fleet(fleet, runs_base=runs_dir(runs_dir_opt), on_event=progress)
     if as_json:
         print_json(outcome.to_dict())
     else:

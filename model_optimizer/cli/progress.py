@@ -14,15 +14,27 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from model_optimizer.archive.report import fmt
 from model_optimizer.events import (
     ArchiveOpened,
     Event,
+    Generated,
+    KneeFitted,
+    LmEval,
     LoadProgress,
     LoadStarted,
+    ProbeFailed,
+    ProbeServerStarted,
     Ready,
+    Scoring,
     StartFailed,
     Starting,
     Stopping,
+    SweepConfirm,
+    SweepConfirmed,
+    SweepSkipped,
+    SweepStep,
+    SweepStepDone,
     Waiting,
 )
 
@@ -180,3 +192,63 @@ def run_search(run: Callable[[], Any], progress: SearchProgress, command: str,
         console.print(f"{command} archive: {outcome.archive} ({files})", highlight=False,
                       markup=False)
     raise typer.Exit(outcome.exit_code)
+
+
+class EvalProgress(RunProgress):
+    """RunProgress plus the eval's own phases."""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Generated):
+            self._show(f"generating: {event.done}/{event.total}")
+        elif isinstance(event, Scoring):
+            self._show(f"scoring next-token distributions on {event.on} ...")
+        elif isinstance(event, LmEval):
+            self._log(f"lm-eval: {', '.join(event.tasks)} ...")
+        else:
+            super().__call__(event)
+
+
+class SweepProgress(SearchProgress):
+    """Search progress plus the sweep's own events: which step, which value, and why."""
+
+    noun = "sweep"
+
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The sweep's events: each step, its result, planner skips, the confirmation."""
+        return {SweepStep: self._on_step, SweepStepDone: self._on_step_done,
+                SweepSkipped: self._on_skipped, SweepConfirm: self._on_confirm,
+                SweepConfirmed: self._on_confirmed, ProbeServerStarted: self._on_probe_server,
+                ProbeFailed: self._on_probe_failed, KneeFitted: self._on_knee}
+
+    def _on_step(self, event: SweepStep) -> None:
+        self._log(f"step {event.index}: {event.value} ({event.reason})"
+                  f"{steps_text(event.done, event.total, event.eta_s)}")
+
+    def _on_step_done(self, event: SweepStepDone) -> None:
+        metric = fmt(event.metric, 2) if event.metric is not None else "-"
+        if event.half_width is not None and event.metric is not None:
+            metric += f" ± {event.half_width:.2f}"
+        extra = f", {event.failure}" if event.failure else ""
+        self._log(f"  -> {event.status}{extra}, objective {metric}")
+
+    def _on_probe_server(self, event: ProbeServerStarted) -> None:
+        self._log(f"probe-scan: one server at max_num_seqs={event.max_num_seqs}, the "
+                  "concurrency scanned on it")
+
+    def _on_probe_failed(self, event: ProbeFailed) -> None:
+        self._log(event.reason)
+
+    def _on_skipped(self, event: SweepSkipped) -> None:
+        self._log(f"  skipped {event.value} without a launch: {event.reason}")
+
+    def _on_knee(self, event: KneeFitted) -> None:
+        self._log(f"fitted knee: {event.verdict}")
+
+    def _on_confirm(self, event: SweepConfirm) -> None:
+        self._log(f"confirming {event.value} with a {event.duration_s:.0f} s sustained run")
+
+    def _on_confirmed(self, event: SweepConfirmed) -> None:
+        verdict = "passed" if event.ok else "rejected: " + "; ".join(event.problems)
+        if event.shortfall:
+            verdict += f"; NOT RESOLVED: {event.shortfall}"
+        self._log(f"  -> {verdict}")

@@ -13,20 +13,15 @@ from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     console,
-    err_console,
     handle_errors,
     print_json,
     progress_console,
 )
 from model_optimizer.cli.completion import complete_recipe, complete_run
+from model_optimizer.cli.outcomes import print_notice, print_verification
 from model_optimizer.cli.progress import RunProgress
-from model_optimizer.cli.verify import print_result
-from model_optimizer.history.drift import check_drift
 from model_optimizer.history.rollback import RollbackResult
-from model_optimizer.history.rollback import rollback as restore
-from model_optimizer.recipe import load_recipe
-from model_optimizer.signals import terminate_as_interrupt
-from model_optimizer.verify import verify
+from model_optimizer.usecase.rollback import rollback as run_rollback
 
 
 def _print_restored(result: RollbackResult) -> None:
@@ -73,25 +68,21 @@ def rollback(
     `plan`'s "does not fit"); 2 also when --apply's window was client-bound (not judged,
     as `mopt verify`).
     """
-    result = restore(ref, runs_dir(runs_dir_opt), recipe, force=force)
     if not apply_it:
+        result = run_rollback(ref, recipe=recipe, force=force, runs_base=runs_dir(runs_dir_opt))
         if as_json:
             print_json(result.to_dict())
         else:
-            _print_restored(result)
+            _print_restored(result.restored)
         return
-    terminate_as_interrupt()
-    loaded = load_recipe(result.recipe_file)
-    for message in check_drift(loaded.resolved, base_dir=loaded.base_dir,
-                               runs_base=runs_dir(runs_dir_opt)):
-        err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False, soft_wrap=True)
     with RunProgress(progress_console(as_json)) as progress:
-        check = verify(loaded, runs_dir(runs_dir_opt), on_event=progress,
-                       archive_extra={"rollback_of": result.source,
-                                      "reverifies": result.archive.name})
+        result = run_rollback(ref, recipe=recipe, force=force, reverify=True,
+                              runs_base=runs_dir(runs_dir_opt), on_event=progress,
+                              on_notice=print_notice)
     if as_json:
-        print_json({"rollback": result.to_dict(), "verification": check.to_dict()})
+        print_json(result.to_dict())
     else:
-        _print_restored(result)
-        print_result(check)
-    raise typer.Exit(check.exit_code)
+        _print_restored(result.restored)
+        if result.verification is not None:
+            print_verification(result.verification)
+    raise typer.Exit(result.exit_code)

@@ -20,7 +20,7 @@ from model_optimizer.cli.common import (
     print_json,
     progress_console,
 )
-from model_optimizer.cli.eval import EvalProgress
+from model_optimizer.cli.progress import EvalProgress
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_START_FAILED, UsageError
 from model_optimizer.events import Event, QualityBaseline, QualityEval
 from model_optimizer.fleet import load_fleet

@@ -9,12 +9,10 @@ import typer
 from rich.markup import escape
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.cli.apply import print_outcome
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    console,
     err_console,
     handle_errors,
     print_json,
@@ -26,22 +24,13 @@ from model_optimizer.cli.current import (
     check_before_launch,
     load_chosen,
 )
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.outcomes import print_notice, print_verification
+from model_optimizer.cli.progress import RunProgress, SweepProgress, run_search
 from model_optimizer.errors import EXIT_SLO_FAILED
 from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.signals import terminate_as_interrupt
-from model_optimizer.verify import Target, VerifyResult, report_lines, verify
-
-
-def print_result(result: VerifyResult) -> None:
-    """The measured run, then the verification side by side, the verdict and what next."""
-    print_outcome(result.outcome)
-    console.print("")
-    for line in report_lines(result):
-        style = ("green" if line.startswith("HOLDS") else "bold red"
-                 if line.startswith(("REGRESSED", "NOT ")) else None)
-        console.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
+from model_optimizer.verify import Target, verify
 
 
 def target_of(url: str | None, loaded: LoadedRecipe, model: str | None,
@@ -49,7 +38,7 @@ def target_of(url: str | None, loaded: LoadedRecipe, model: str | None,
     """A launch (no URL), or the server at ``url``: its model and where tokens are counted."""
     if url is None:
         return Target()
-    from model_optimizer.cli.endpoint import endpoint_model
+    from model_optimizer.usecase.endpoint import endpoint_model
 
     url = url.rstrip("/")
     model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
@@ -112,12 +101,14 @@ def verify_command(
     if as_json:
         print_json(result.to_dict())
     else:
-        print_result(result)
+        print_verification(result)
     if retune and result.exit_code == EXIT_SLO_FAILED:
-        from model_optimizer.cli.sweep import sweep
+        from model_optimizer.usecase.sweep import SWEEP_FILES, sweep
 
         progress_console(as_json).print(f"--retune: mopt sweep {result.recipe_file}",
                                         highlight=False, markup=False, soft_wrap=True)
-        sweep(recipe=Path(result.recipe_file), runs_dir_opt=runs_dir_opt, force=force,
-              as_json=as_json)
+        sweeping = SweepProgress(progress_console(as_json))
+        run_search(lambda: sweep(Path(result.recipe_file), runs_base=runs_dir(runs_dir_opt),
+                                 force=force, on_event=sweeping, on_notice=print_notice),
+                   sweeping, "sweep", SWEEP_FILES, as_json)
     raise typer.Exit(result.exit_code)

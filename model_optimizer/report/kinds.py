@@ -22,6 +22,7 @@ from model_optimizer.archive.names import (
     SUMMARY_FILE,
 )
 from model_optimizer.archive.report import fmt, with_interval
+from model_optimizer.report.fitted import fit_band, fit_section
 from model_optimizer.report.page import Page
 from model_optimizer.report.svg import Point, curve_chart
 
@@ -127,12 +128,18 @@ def sweep_section(page: Page, folder: Path, status: dict) -> None:
     rows = summary.get("steps") or []
     points = [p for p in (_step_point(r, objective) for r in rows) if p is not None]
     chosen = (summary.get("chosen") or {}).get("value")
+    fit = summary.get("fit")
+    band = fit_band(fit, objective)
     page.heading(f"{objective} against {summary.get('param')}")
     page.raw(curve_chart(points, x_label=str(summary.get("param")), y_label=objective,
-                         chosen=chosen if isinstance(chosen, int | float) else None))
+                         chosen=chosen if isinstance(chosen, int | float) else None,
+                         band=band))
     page.paragraph(f"strategy {summary.get('strategy')}; {summary.get('launches')} launches; "
                    "each point is one window with its 95% interval, drawn by value, not in "
-                   "the order measured", "muted")
+                   "the order measured" + ("; the dashed line is the fitted curve (drift "
+                                           "removed), the shade its band" if band else ""),
+                   "muted")
+    fit_section(page, fit, rows, str(summary.get("param")))
     page.heading("Steps")
     page.table(["step", "value", "phase", "status", objective, "TTFT p99 ms", "reason"],
                [[str(r.get("step")), fmt(r.get("value")), str(r.get("phase")),

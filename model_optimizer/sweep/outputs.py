@@ -20,6 +20,7 @@ from model_optimizer.fsutil import save_figure
 from model_optimizer.measure import FIGURE_KEYS, RESOURCE_KEYS
 from model_optimizer.recipe.sweep_rules import SCANNING
 from model_optimizer.report import write_report as write_html_report
+from model_optimizer.report.fitted import prediction_markdown
 from model_optimizer.search.scanrules import noise_above
 from model_optimizer.sweep.decide import (
     PHASE_REMEASURE,
@@ -27,6 +28,7 @@ from model_optimizer.sweep.decide import (
     choice_resolved,
     decision_record,
 )
+from model_optimizer.sweep.predict import sweep_fit
 
 CSV_COLUMNS = ("step", "value", "phase", "status", *FIGURE_KEYS, "qps_half_width",
                "goodput_qps_half_width", *RESOURCE_KEYS, "failure", "reason")
@@ -85,6 +87,9 @@ def write_outputs(archive: RunArchive, loaded, state, chosen, reason: str,
                "strategy": state.strategy, "strategy_reason": state.strategy_reason,
                "launches": sum(p.launches for p in state.history) + state.server_launches
                + sum(1 for c in state.confirmations if not c.get("skipped"))}
+    if state.strategy in SCANNING:  # windows at concurrency levels on one server
+        minutes = (loaded.spec.workload.duration_s or 20) / 60
+        summary["fit"] = sweep_fit(rows, minutes, metric=state.objective)
     archive.write_json(SUMMARY_FILE, summary)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
@@ -206,6 +211,7 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
     if summary["written"]:
         lines.append(f"\nWrote the new recipe revision to `{summary['written']}` "
                      "(the previous revision is kept here as `recipe.given.yaml`).")
+    lines += prediction_markdown(summary.get("fit"), state.config.param)
     lines += ["", "![throughput and latency](plot.png)", ""]
     return "\n".join(lines)
 

@@ -132,15 +132,16 @@ def fit_curve(observed: Sequence[Observed], *, bootstrap: int = 0,
     return curve
 
 
-def curve_record(curve: FittedCurve, grid: Sequence[float]) -> dict:
+def curve_record(curve: FittedCurve, grid: Sequence[float], metric: str = "qps") -> dict:
     """What an archive keeps of a fitted curve (``summary.json`` ``fit``): the model, and
-    over ``grid`` the predicted throughput and TTFT quantiles with their bands."""
+    over ``grid`` the predicted throughput (under ``metric``, the figure fitted) and TTFT
+    quantiles with their bands."""
     xs = [float(x) for x in grid]
-    record: dict = {"model": "USL throughput (drift removed); TTFT_q = beta_q + alpha_q * "
-                             "N / X(N) (Little's law on the fitted throughput)",
-                    "windows": curve.windows, "levels": list(curve.levels), "grid": xs,
-                    "band": list(BAND), "bootstrap": len(curve.params) - 1}
-    series = {"qps": curve.throughput(xs, rows=slice(None))}
+    record: dict = {"model": f"USL {metric} (drift removed); TTFT_q = beta_q + alpha_q * "
+                             f"N / X(N) (Little's law on the fitted {metric})",
+                    "metric": metric, "windows": curve.windows, "levels": list(curve.levels),
+                    "grid": xs, "band": list(BAND), "bootstrap": len(curve.params) - 1}
+    series = {metric: curve.throughput(xs, rows=slice(None))}
     series.update({key: found for key in LATENCIES
                    if (found := curve.ttft_ms(key, xs, rows=slice(None))) is not None})
     for key, rows in series.items():
@@ -161,5 +162,28 @@ def prediction_grid(levels: Sequence[float]) -> list[int]:
     return sorted(set(measured) | {v for v in between if v not in measured})
 
 
+def _number(value) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None
+
+
+def sweep_fit(rows: Sequence[dict], window_minutes: float, *, metric: str = "qps",
+              bootstrap: int = BOOTSTRAP) -> dict | None:
+    """The fitted curve of a probe sweep's windows (``summary.json`` rows: each a window
+    at concurrency ``value`` on one server, timed by its step; ``metric``: the sweep's
+    objective, as its knee is fitted), as :func:`curve_record` over
+    :func:`prediction_grid`; None when there is too little to fit."""
+    observed = []
+    for row in rows:
+        value, qps = _number(row.get("value")), _number(row.get(metric))
+        if row.get("status") == "ok" and value is not None and qps is not None:
+            observed.append(Observed(value, qps, _number(row.get("ttft_p50_ms")),
+                                     _number(row.get("ttft_p99_ms")),
+                                     (int(row.get("step") or 1) - 1) * window_minutes))
+    curve = fit_curve(observed, bootstrap=bootstrap)
+    return None if curve is None else curve_record(curve, prediction_grid(curve.levels),
+                                                   metric)
+
+
 __all__ = ["BOOTSTRAP", "FittedCurve", "Observed", "curve_record", "fit_curve",
-           "fit_latency", "prediction_grid"]
+           "fit_latency", "prediction_grid", "sweep_fit"]

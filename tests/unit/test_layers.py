@@ -174,3 +174,28 @@ def test_the_circle_check_sees_a_type_checking_import():
     assert mutual_imports({"model_optimizer.tune.loop": loop,
                            "model_optimizer.tune.scan": scan}) == [
         "model_optimizer.tune.loop <-> model_optimizer.tune.scan"]
+
+
+#: modules of ``cli/`` that the command modules share (options, progress, printing, the
+#: recipe chosen, completion, the fleet halves of apply and plan); every other module that
+#: ``cli/main.py`` imports is a command module
+CLI_SHARED = frozenset({"common", "completion", "current", "fleet_apply", "fleet_plan",
+                        "outcomes", "progress"})
+
+
+def cli_imports(name: str) -> set[str]:
+    """The ``cli`` modules that ``cli/<name>.py`` imports (function-level ones too)."""
+    module = f"model_optimizer.cli.{name}"
+    source = (PACKAGE / "cli" / f"{name}.py").read_text(encoding="utf-8")
+    return {target.split(".")[2] for _, target in imports_of(source, module)
+            if target.startswith("model_optimizer.cli.")}
+
+
+def test_no_command_module_imports_another():
+    """A command module parses, calls its use case and prints; what two commands share
+    lives in a shared module or in ``usecase/``, never in another command's module."""
+    commands = cli_imports("main") - CLI_SHARED
+    assert {"apply", "bench", "rollback", "verify", "eval"} <= commands
+    problems = sorted(f"cli/{name}.py imports cli/{other}.py" for name in commands
+                      for other in cli_imports(name) & commands)
+    assert not problems, "\n".join(problems)

@@ -174,7 +174,7 @@ def test_apply_reverifies_the_restored_revision_with_the_same_workload(tmp_path,
 def test_apply_does_not_judge_a_client_bound_window(tmp_path, recipe, monkeypatch):
     """The same rule in rollback --apply: a window whose pace was the client's (the recorded
     real window's cross-check) is not judged, even with figures that would read regressed."""
-    from model_optimizer.verify import verify
+    from model_optimizer.verify import report_lines, verify
 
     from .test_verify_rule import recorded_feed
 
@@ -194,6 +194,12 @@ def test_apply_does_not_judge_a_client_bound_window(tmp_path, recipe, monkeypatc
     assert data["verdict"] == check.word and data["client_bound"]["client_bound"] is True
     status = read_json(check.archive / "status.json")
     assert status["status"] == "failed:client_bound" and status["verdict"] == check.word
+    lines = report_lines(check)
+    assert lines[-4].startswith("NOT JUDGED: client-bound (the engine held the requests for ")
+    assert "no evidence of a regression or of a hold" in lines[-4]
+    assert lines[-3].startswith("next: mopt verify ") and "--url" in lines[-3]
+    assert any("not judged (client-bound window: would read regressed)" in line
+               for line in lines)
 
 
 def test_rollback_of_a_tune_compares_with_its_validated_figures(tmp_path, recipe,

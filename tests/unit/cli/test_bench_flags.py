@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from model_optimizer.cli.bench import _BARE_RECIPE, WorkloadFlags, bench
+from model_optimizer.cli.bench import bench
 from model_optimizer.errors import RecipeError
 from model_optimizer.recipe import Variation, load_recipe_text
+from model_optimizer.usecase.bench import BARE_RECIPE, WorkloadFlags
 
 ROOT = Path(__file__).resolve().parents[3]
 DATASET = ROOT / "recipes" / "tiny-cpu.yaml"
@@ -42,14 +43,14 @@ def test_every_flag_sets_its_workload_key():
         f"workload.{KEYS.get(name, name)}" for name in EVERY_FLAG]
     assert Variation("workload.ignore_eos", False, "mopt bench --ignore-eos") in variations
     assert Variation("workload.duration_s", 5.0, "mopt bench --duration") in variations
-    workload = load_recipe_text(_BARE_RECIPE, "<bench flags>", variations).resolved["workload"]
+    workload = load_recipe_text(BARE_RECIPE, "<bench flags>", variations).resolved["workload"]
     for name, (_, expected) in EVERY_FLAG.items():
         assert resolved(workload, KEYS.get(name, name)) == expected, name
 
 
 def test_the_trace_flags_set_the_trace_and_its_speed():
     flags = WorkloadFlags(**{name: given for name, (given, _) in TRACE_FLAGS.items()})
-    workload = load_recipe_text(_BARE_RECIPE, "<bench flags>",
+    workload = load_recipe_text(BARE_RECIPE, "<bench flags>",
                                 flags.variations()).resolved["workload"]
     for name, (_, expected) in TRACE_FLAGS.items():
         assert resolved(workload, KEYS.get(name, name)) == expected, name
@@ -69,13 +70,13 @@ def test_only_the_flags_given_are_set():
 
 def test_set_wins_over_a_flag_and_a_bad_flag_names_itself():
     flags = WorkloadFlags(concurrency=4, request_rate="fast")
-    loaded = load_recipe_text(_BARE_RECIPE, "<bench flags>",
+    loaded = load_recipe_text(BARE_RECIPE, "<bench flags>",
                               [*WorkloadFlags(concurrency=4).variations(),
                                "workload.concurrency=2"])
     assert loaded.resolved["workload"]["concurrency"] == 2
     assert loaded.overrides == ["workload.concurrency=2"]
     with pytest.raises(RecipeError) as info:
-        load_recipe_text(_BARE_RECIPE, "<bench flags>", flags.variations())
+        load_recipe_text(BARE_RECIPE, "<bench flags>", flags.variations())
     assert [d.file for d in info.value.diagnostics] == ["mopt bench --request-rate"]
 
 

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from model_optimizer import window
 from model_optimizer.archive.report import fenced
-from model_optimizer.cli.endpoint import listed
 from model_optimizer.cli.main import app
 from model_optimizer.load.mock_server import MockServer
 from model_optimizer.shown import printable
+from model_optimizer.usecase.endpoint import listed
 
 KEY = "plainkey-42"  # not token-shaped: only knowing what mopt sent can hide it
 

@@ -103,6 +103,42 @@ def test_the_sweep_curve_is_drawn_by_value_with_error_bars_and_the_choice(tmp_pa
     assert "max_num_seqs=32: the knee" in html
 
 
+def _fitted_summary() -> dict:
+    """A probe-fit sweep's summary with its fit (``sweep_fit`` of the rows): issue 11 run 4's
+    recorded real windows, with TTFT p50 of the step-time model (the run recorded none)."""
+    from model_optimizer.sweep.predict import sweep_fit
+    from tests.unit.sweep.test_fit import RUN4
+    from tests.unit.sweep.test_predict import truth
+
+    rows = [{"step": i + 1, "value": v, "phase": "scan-up", "status": "ok", "qps": q,
+             "ttft_p50_ms": truth(v)["ttft_p50_ms"]} for i, (v, q) in enumerate(RUN4)]
+    return {**SWEEP_SUMMARY, "strategy": "probe-fit", "steps": rows,
+            "fit": sweep_fit(rows, 1 / 3, bootstrap=20)}
+
+
+def test_a_fitted_sweep_shows_its_curve_band_and_the_levels_it_predicts(tmp_path):
+    summary = _fitted_summary()
+    html = render_report(_archive(tmp_path / "sweep-5", "sweep", summary__json=summary))
+    assert html.count('class="band"') == 2 and html.count('class="fit"') == 2  # qps, TTFT
+    assert len(re.findall(r"<title>step \d+", html)) == 2 * len(summary["steps"])
+    fit = summary["fit"]
+    predicted = _parse(html).tables["predicted"]
+    unmeasured = [x for x in fit["grid"] if x not in fit["levels"]]
+    assert [row[0] for row in predicted[1:]] == [f"{x:,.1f}" for x in unmeasured]
+    first = fit["grid"].index(unmeasured[0])
+    assert predicted[1][1] == (f"{fit['qps'][first]:,.2f} ({fit['qps_low'][first]:,.2f}.."
+                               f"{fit['qps_high'][first]:,.2f})")
+    assert predicted[1][2] == f"{fit['ttft_p50_ms'][first]:,.1f}"
+    assert predicted[0][1] == "qps predicted (band)"
+    assert "Predicted from the fitted curve at levels not measured" in html
+    assert "measured in the simulator only" in html
+
+
+def test_a_sweep_without_a_fit_draws_no_band(tmp_path):
+    html = render_report(_archive(tmp_path / "sweep-6", "sweep", summary__json=SWEEP_SUMMARY))
+    assert 'class="band"' not in html and "predicted" not in _parse(html).tables
+
+
 def test_a_sweep_noisier_than_its_threshold_says_the_windows_do_not_resolve_it(tmp_path):
     summary = {**SWEEP_SUMMARY, "noise": {"cv": 0.11, "values": 3, "windows": 7}}
     html = render_report(_archive(tmp_path / "sweep-4", "sweep", summary__json=summary))

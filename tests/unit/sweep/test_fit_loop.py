@@ -1,6 +1,7 @@
 """The sweep loop with ``--strategy probe-fit``: the fitted knee, its verdict in the revision,
 and ``--strict`` refusing a knee that is not resolved."""
 
+import json
 import random
 
 import yaml
@@ -46,6 +47,25 @@ def test_probe_fit_writes_the_fitted_knee_and_its_verdict(recipe, tmp_path):  # 
     assert written["engine"]["max_num_seqs"] == knee["value"]
     report = (outcome.archive / "report.md").read_text()
     assert "**resolved**" in report
+    # the fitted curve, kept for the report: over the measured levels and the midpoints
+    summary = json.loads((outcome.archive / "summary.json").read_text())
+    fit = summary["fit"]
+    measured = sorted({row["value"] for row in summary["steps"] if row["status"] == "ok"})
+    assert fit["levels"] == measured and set(measured) < set(fit["grid"])
+    assert fit["windows"] == sum(row["status"] == "ok" for row in summary["steps"])
+    key = fit["metric"]
+    assert key == summary["objective"]  # the figure the knee is fitted on
+    assert all(low <= mid <= high for low, mid, high in zip(fit[f"{key}_low"], fit[key],
+                                                            fit[f"{key}_high"], strict=True))
+    html = (outcome.archive / "report.html").read_text()
+    assert 'class="band"' in html and 'id="predicted"' in html
+    assert "Predicted from the fitted curve" in html and "measured in the simulator" in html
+    # report.md: the same predictions, labelled as the fit's, one row per level not measured
+    assert "**Predicted from the fitted curve** at levels not measured" in report
+    unmeasured = [x for x in fit["grid"] if x not in fit["levels"]]
+    assert sum(line.startswith(f"| {x:,.1f} | ") for x in unmeasured
+               for line in report.splitlines()) == len(unmeasured)
+    assert "not yet measured on the real engine" in report
 
 
 def test_strict_refuses_a_knee_that_is_not_resolved(recipe, tmp_path):  # noqa: F811

@@ -1,11 +1,10 @@
-"""A running OpenAI-compatible server as the target of a command (`bench --url`,
+"""A running OpenAI-compatible server as the target of a use case (`bench --url`,
 `capacity --url`): which model to request, and where prompt tokens are counted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from model_optimizer.cli.common import err_console
 from model_optimizer.errors import UsageError
 from model_optimizer.httpcall import HTTPCallError, call, join_url
 from model_optimizer.load.prompts import register_tokenizer
@@ -14,6 +13,7 @@ from model_optimizer.load.workload import api_headers, header_secrets
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import model_location
 from model_optimizer.secrets import redact_text, redact_url
+from model_optimizer.usecase.notices import INFO, NoticeCallback, tell
 
 MODELS_DEADLINE_S = 5.0  # total, for the /v1/models answer (a listing, no model work)
 NAMES_SHOWN, NAME_CHARS = 5, 80  # of a listing in a message: a server may list 30,000
@@ -53,10 +53,11 @@ def served_models(url: str, headers: dict[str, str] | None = None) -> list[str]:
 
 
 def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
-                   tokenizer: Path | None, recipe_given: bool) -> tuple[str, str]:
+                   tokenizer: Path | None, recipe_given: bool,
+                   on_notice: NoticeCallback | None = None) -> tuple[str, str]:
     """The model to request at ``url`` (``model``, else the server's only one) and where
     prompt tokens are counted: ``tokenizer``, else the recipe's model, else the server's own
-    /tokenize and /detokenize (registered under ``<url>/tokenize``)."""
+    /tokenize and /detokenize (registered under ``<url>/tokenize``, told to ``on_notice``)."""
     headers = api_headers(loaded.resolved["workload"], url)
     names = served_models(url, headers)
     model_name = model or (names[0] if len(names) == 1 else None)
@@ -69,6 +70,6 @@ def endpoint_model(url: str, loaded: LoadedRecipe, model: str | None,
         return model_name, (loaded.resolved["model"].get("tokenizer")
                             or model_location(loaded.resolved, loaded.base_dir))
     server_tokenizer = ServerTokenizer(url, model_name, headers)
-    err_console.print("no --tokenizer or recipe: prompt tokens counted by "
-                      f"{server_tokenizer.location}", highlight=False)
+    tell(on_notice, INFO, ["no --tokenizer or recipe: prompt tokens counted by "
+                           f"{server_tokenizer.location}"])
     return model_name, register_tokenizer(server_tokenizer.location, server_tokenizer)

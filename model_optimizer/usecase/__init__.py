@@ -1,0 +1,12 @@
+"""mopt's Python API: one entry function per command, typed arguments, typed results (each
+with the command's ``exit_code``). The command line parses its flags into these calls and
+prints what they return; docs/api.md shows them in use."""
+
+from model_optimizer.usecase.apply import ApplyResult, apply, apply_fleet
+from model_optimizer.usecase.bench import BenchRecipe, WorkloadFlags, bench, bench_recipe
+from model_optimizer.usecase.notices import Notice
+from model_optimizer.usecase.rollback import RollbackOutcome, rollback
+from model_optimizer.usecase.sweep import sweep
+
+__all__ = ["ApplyResult", "BenchRecipe", "Notice", "RollbackOutcome", "WorkloadFlags",
+           "apply", "apply_fleet", "bench", "bench_recipe", "rollback", "sweep"]

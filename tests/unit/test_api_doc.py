@@ -1,0 +1,34 @@
+"""docs/api.md's example runs as written: apply on the mock engine, then rollback, through
+``model_optimizer.usecase`` (mopt's Python API)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.unit.mock_engine import mock_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def example() -> str:
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/api.md has one example"
+    return blocks[0]
+
+
+def test_the_api_page_example_runs(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    monkeypatch.setenv("MOPT_TEST_SECRET_TOKEN", "x")
+    mock_recipe(tmp_path, tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(example(), "docs/api.md", "exec"), scope)  # noqa: S102
+    result, back = scope["result"], scope["back"]
+    assert result.outcome.status == "ok" and result.exit_code == 0
+    assert result.outcome.archive.resolve().parent == (tmp_path / "runs").resolve()
+    assert back.exit_code == 0 and back.restored.revision == back.restored.previous_revision + 1
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("ok 0 ") and " req/s TTFT p50 " in printed[0]
+    assert printed[1] == f"revision {back.restored.previous_revision} -> " \
+                         f"{back.restored.revision} 0"

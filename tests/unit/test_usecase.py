@@ -1,0 +1,47 @@
+"""The use-case layer's own rules (``model_optimizer/usecase``): what each entry function
+refuses before anything launches, and the exit code it merges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from model_optimizer.errors import EXIT_SLO_FAILED, UsageError
+from model_optimizer.usecase import ApplyResult, Notice, sweep
+from model_optimizer.usecase.notices import DRIFT, tell
+
+
+def test_a_resumed_sweep_takes_no_recipe_and_a_new_one_needs_one(tmp_path):
+    with pytest.raises(UsageError, match="give no RECIPE or --set"):
+        sweep(Path("recipes/tiny-cpu.yaml"), resume=tmp_path)
+    with pytest.raises(UsageError, match="give no RECIPE or --set"):
+        sweep(overrides=["engine.max_num_seqs=8"], resume=tmp_path)
+    with pytest.raises(UsageError, match="give a recipe"):
+        sweep()
+
+
+def test_each_notice_is_told_in_order_and_kept():
+    told: list[Notice] = []
+    assert tell(told.append, DRIFT, iter(["a", "b"])) == ["a", "b"]
+    assert told == [Notice(DRIFT, "a"), Notice(DRIFT, "b")]
+    assert tell(None, DRIFT, ["c"]) == ["c"]
+
+
+class _Outcome:
+    def __init__(self, code: int):
+        self.exit_code = code
+
+
+class _Eval:
+    def __init__(self, ok: bool, passed: bool | None):
+        self.result = type("R", (), {"ok": ok})()
+        self.gate = None if passed is None else type("G", (), {"passed": passed})()
+
+
+def test_apply_s_exit_code_is_the_run_s_unless_quality_failed_a_run_that_met_its_slos():
+    assert ApplyResult(_Outcome(0)).exit_code == 0  # type: ignore[arg-type]
+    assert ApplyResult(_Outcome(0), _Eval(True, True)).exit_code == 0  # type: ignore[arg-type]
+    assert ApplyResult(_Outcome(0), _Eval(True, False)).exit_code == EXIT_SLO_FAILED  # type: ignore[arg-type]
+    assert ApplyResult(_Outcome(0), _Eval(False, None)).exit_code == EXIT_SLO_FAILED  # type: ignore[arg-type]
+    assert ApplyResult(_Outcome(3), _Eval(False, None)).exit_code == 3  # type: ignore[arg-type]
