@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 import numpy
 from scipy.optimize import nnls
 
+from model_optimizer.sweep.fitcheck import Misfit, knee_contradicted
+
 #: resolved: the chosen value's lowest bootstrap share is at least 1 - RESOLVED * threshold
 RESOLVED = 1.5
 #: bootstrap refits behind a band; reweighting iterations of one fit; the smallest soft-L1
@@ -60,6 +62,7 @@ class Knee:
     more_windows: int = 0            # what the band suggests would resolve it (0: resolved)
     fitted: float = 0.0              # fitted throughput at the knee (drift removed)
     cut: bool = False                # the best may lie above a lowered scan ceiling
+    misfit: dict | None = None       # a level the curve misses beyond its noise (fitcheck)
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -71,6 +74,10 @@ class Knee:
         if self.resolved:
             return (f"knee {self.value} (band {band}; at least {self.share_low:.0%} of the "
                     f"fitted best), resolved over {self.windows} windows")
+        if self.misfit:
+            return (f"not resolved: knee {self.value}, but the fitted curve does not describe "
+                    f"this server there: {Misfit(**self.misfit).words()}; more windows do "
+                    "not fix the model (--strategy probe-scan measures the values)")
         if self.cut:
             return (f"not resolved: knee {self.value}, band {band}, but the scan ceiling was "
                     "lowered after a launch failed for memory, and the fitted curve may rise "
@@ -172,16 +179,26 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
     knees = numpy.sort(numpy.asarray(grid)[knees])
     shares = numpy.sort(shares[:, position])
     share_low = float(shares[0])
-    resolved = share_low >= 1 - RESOLVED * threshold
     params = fit_params(windows, drift)
     fitted = float(1.0 / max(float(usl_inverse(params[0], numpy.array([grid[position]]))[0]),
                              1e-12))
+    misfit = _misfit(windows, params[0], threshold, grid[position], fitted)
+    resolved = share_low >= 1 - RESOLVED * threshold and misfit is None
     params = params[0]
     return Knee(int(grid[position]), (int(numpy.quantile(knees, 0.05, method="lower")),
                                       int(numpy.quantile(knees, 0.95, method="higher"))),
                 float(share[0, position]), share_low, resolved, float(params[3]) * 10.0,
-                len(windows), 0 if resolved else _more_windows(len(windows), share_low,
-                                                               threshold), fitted)
+                len(windows), 0 if resolved or misfit else _more_windows(
+                    len(windows), share_low, threshold), fitted,
+                misfit=None if misfit is None else asdict(misfit))
+
+
+def _misfit(windows: Sequence[Window], params: numpy.ndarray, threshold: float,
+            knee: int, fitted: float) -> Misfit | None:
+    """:func:`~model_optimizer.sweep.fitcheck.knee_contradicted` with the point fit's drift
+    removed from the windows."""
+    logs = [math.log(max(w.metric, 1e-9)) - float(params[3]) * w.minute for w in windows]
+    return knee_contradicted([w.value for w in windows], logs, knee, fitted, threshold)
 
 
 

@@ -100,8 +100,8 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
     position = len([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING, PHASE_DOWN)])
     knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
     for _ in range(rounds):
-        if knee is None or knee.resolved:
-            break
+        if knee is None or knee.resolved or knee.misfit:
+            break   # (a wrong model is not narrowed: more windows do not fix it)
         levels = _band_levels(usable, knee)
         taken = history[position:position + len(levels)]
         if len(taken) < len(levels):
