@@ -47,7 +47,8 @@ class Misfit:
         levels = " and ".join(str(v) for v in self.bracket)
         return (f"the windows at {levels} put {self.value} at {self.measured:.2f} req/s, "
                 f"{self.measured / self.best:.0%} of the best measured ({self.best:.2f} at "
-                f"{self.best_value}) against the fitted {self.fitted:.2f}, beyond their noise")
+                f"{self.best_value}; drift removed) against the fitted {self.fitted:.2f}, "
+                "beyond their noise")
 
 
 def pure_error(levels: dict[float, list[float]]) -> tuple[float, int]:

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from model_optimizer.cli import endpoint
 from model_optimizer.engine.supervisor import EngineProcess
 from model_optimizer.errors import UsageError
 from model_optimizer.httpcall import HTTPCallError, basic_auth_header, call, join_url
 from model_optimizer.load.mock_server import MockServer
 from model_optimizer.load.server_tokenizer import ServerTokenizer
 from model_optimizer.telemetry.prometheus import scrape
+from model_optimizer.usecase import endpoint
 
 
 @pytest.mark.parametrize(("base", "joined"), [
