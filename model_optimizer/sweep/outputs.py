@@ -189,7 +189,8 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
                      f"{_pm(r, 'goodput_qps')} | {fmt(r['ttft_p99_ms'])} | "
                      f"{fmt(r['tpot_p50_ms'], 2)} | {fmt(r['preemptions'])} | {r['reason']} |")
     if summary["stop"]:
-        lines += ["", f"**Search stopped** ({summary['stop'].get('stop_rule')}): "
+        rule = summary["stop"].get("stop_rule")
+        lines += ["", f"**Search stopped**{f' ({rule})' if rule else ''}: "
                   f"{summary['stop']['reason']}"]
     noise = noise_sentence(summary["noise"], state.config.plateau_threshold)
     lines += ["", f"**Measured noise**: {noise}",
@@ -199,9 +200,10 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
         lines.append(f"- fitted knee {knee['value']}, band {knee['band'][0]}..{knee['band'][1]}"
                      f", the chosen value at least {knee['share_low']:.0%} of the fitted best "
                      f"over {knee['windows']} windows: **"
-                     f"{'resolved' if knee['resolved'] else 'not resolved at this noise'}**"
-                     + ("" if knee["resolved"] else f" (about {knee['more_windows']} more "
-                        "windows near the knee would resolve it; `--strict` writes nothing)"))
+                     f"{_knee_words(knee)}**"
+                     + ("" if knee["resolved"] or knee.get("misfit") else
+                        f" (about {knee['more_windows']} more windows near the knee would "
+                        "resolve it; `--strict` writes nothing)"))
     for confirmation in summary["confirmations"]:
         verdict = "passed" if confirmation["ok"] else "REJECTED: " + "; ".join(
             confirmation.get("problems") or [])
@@ -244,3 +246,11 @@ def noise_sentence(noise: dict | None, threshold: float) -> str:
     return (f"{text}. One window cannot tell neighbours {threshold:.0%} apart at this noise, "
             "so the choice rests on pairs of interleaved windows, whose ratio drifts far "
             "less; the **Choice** line below says whether they resolved it")
+
+
+def _knee_words(knee: dict) -> str:
+    """resolved, not resolved at this noise, or contradicted by its own windows."""
+    if knee["resolved"]:
+        return "resolved"
+    return ("not resolved: its own windows contradict it" if knee.get("misfit")
+            else "not resolved at this noise")
