@@ -215,8 +215,10 @@ def _verdict(classes: Sequence[ClassVerdict]) -> tuple[str, str]:
            for c in classes if c.slo_won]
     if lost:
         names = ", ".join(f"{c.request_class}'s" for c in lost)
+        besides = [f"the fleet's gains do not make up for it: {', '.join(gains)}"] \
+            if gains else []
         return NO_SPLIT, "; ".join([f"do not split: {names} SLO met by one server, missed "
-                                    "by the fleet", *losses])
+                                    "by the fleet", *losses, *besides])
     if gained:
         worth = ", ".join(c.request_class for c in gained)
         return SPLIT, f"split: {', '.join(won + gains + losses)}; worth it for {worth}"
