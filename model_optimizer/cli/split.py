@@ -112,7 +112,8 @@ def split_command(
     Exit codes: 0 a verdict (split or do not split); 1 not resolved; 2 bad input; 3 a server
     or the router failed to start; 5 a window failed; 130 interrupted.
     """
-    with SplitProgress(progress_console(as_json), label="split: ") as progress:
+    progress = SplitProgress(progress_console(as_json), label="split: ")
+    with progress:
         outcome = split(fleet_path, single=single, rounds=rounds,
                         runs_base=runs_dir(runs_dir_opt), on_event=progress,
                         on_window=progress.window)

@@ -135,8 +135,12 @@ def paired_values(windows: Sequence[SplitWindow], name: str | None,
         if window.usable:
             part = window.overall if name is None else window.classes.get(name, ArmFigures())
             by_round.setdefault(window.round, {})[window.arm] = part.value(key)
-    return [(arms[FLEET_ARM], arms[SINGLE_ARM]) for _, arms in sorted(by_round.items())
-            if arms.get(FLEET_ARM) and arms.get(SINGLE_ARM)]
+    pairs = []
+    for _, arms in sorted(by_round.items()):
+        fleet, single = arms.get(FLEET_ARM), arms.get(SINGLE_ARM)
+        if fleet and single:
+            pairs.append((fleet, single))
+    return pairs
 
 
 def judge_change(name: str, key: str, pairs: list[tuple[float, float]]) -> FigureChange:
@@ -197,7 +201,8 @@ def judge_split(windows: Sequence[SplitWindow]) -> SplitVerdict:
     more = None
     if verdict == UNRESOLVED:
         needed = [c.rounds_needed for item in classes for c in item.shown(UNRESOLVED)]
-        more = max(needed) - pairs if needed and None not in needed else None
+        known = [n for n in needed if n is not None]
+        more = max(known) - pairs if known and len(known) == len(needed) else None
         words = f"not resolved after {pairs} paired round{'s' * (pairs != 1)}" + (
             " (at least 2 are needed)" if pairs < 2 else
             f" (would need ~{more} more)" if more is not None else
