@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from model_optimizer.usecase.split_verdict import UNRESOLVED, judge_split
 from tests.unit.mock_engine import alive, children_pids
 
 from .conftest import cpu_fleet
+
+pytestmark = pytest.mark.slow  # whole runs: launches, warm-ups, the router, a child mopt
 
 SINGLE_TTFT, SHORT_TTFT, LONG_TTFT = 1000.0, 100.0, 2500.0
 
@@ -82,7 +86,6 @@ def sealed_steps(archive: Path) -> list[dict]:
     return [json.loads((step / "status.json").read_text()) for step in steps]
 
 
-@pytest.mark.slow  # the router takes ~10 s to start, once per fleet window
 def test_split_runs_both_arms_in_alternating_rounds_and_archives_every_window(
         tmp_path, tiny_model_dir, monkeypatch):
     try:
@@ -174,3 +177,30 @@ def test_a_server_that_does_not_start_ends_the_experiment_with_exit_3(
     status = json.loads((outcome.run.archive / "status.json").read_text())
     assert status["status"] == outcome.run.status and status["failure"]["class"]
     assert outcome.to_dict()["failed_window"]["status"] == outcome.run.status
+
+
+def test_sigkill_of_mopt_split_leaves_no_server(tmp_path, tiny_model_dir, monkeypatch):
+    from model_optimizer.reaper import server_processes
+    from tests.unit.mock_mopt import start_mock_mopt
+
+    no_router_needed(monkeypatch)  # killed in round 1's single window, before any router
+    fleet = mock_fleet(tmp_path, tiny_model_dir, requests=2000)
+    runs = tmp_path / "runs"
+    proc = start_mock_mopt("split", str(fleet), "--runs-dir", str(runs),
+                           log=tmp_path / "mopt.log", engine={"ttft_ms": 20, "itl_ms": 5})
+    deadline = time.monotonic() + 120
+    window = None
+    while time.monotonic() < deadline and window is None:
+        assert proc.poll() is None, (tmp_path / "mopt.log").read_text()
+        for log in runs.glob("*-split-*/steps/*/requests.jsonl"):
+            if len(log.read_text().splitlines()) >= 5:
+                window = log.parent
+        time.sleep(0.2)
+    assert window is not None, "the first window's load did not start"
+    assert server_processes(window)  # the single server, carrying its window's tag
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    gone_by = time.monotonic() + 20
+    while server_processes(window) and time.monotonic() < gone_by:
+        time.sleep(0.2)
+    assert server_processes(window) == []
