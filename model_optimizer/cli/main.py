@@ -21,6 +21,7 @@ from model_optimizer.cli.rollback import rollback
 from model_optimizer.cli.route import route
 from model_optimizer.cli.runs import runs_app
 from model_optimizer.cli.show import show
+from model_optimizer.cli.split import split_command
 from model_optimizer.cli.status import status
 from model_optimizer.cli.sweep import sweep
 from model_optimizer.cli.tiny_model import tiny_model
@@ -54,6 +55,7 @@ app.command()(show)
 app.command()(plan)
 app.command()(apply)
 app.command()(route)
+app.command("split")(split_command)
 app.command()(bench)
 app.command("eval")(eval_command)
 app.command()(capacity)

@@ -88,11 +88,7 @@ def _load(data: object, smap: SourceMap, text: str, path: Path | None) -> Loaded
     structure = structure_rules(resolved, smap)
     if schema_problems:
         raise RecipeError(_unique(schema_problems + structure))
-    base_dir = path.resolve().parent if path is not None else Path.cwd()
-    workload = fill_defaults(resolved.get("workload") or {},
-                             recipe_schema()["properties"]["workload"])
-    shared = Shared(resolved["name"], resolved.get("hardware") or {}, workload,
-                    resolved.get("slo") or {}, base_dir, path)
+    shared = shared_of(resolved, path)
     instances, problems = _instances(resolved, smap, shared)
     front, problems = None, structure + problems
     if not problems:
@@ -109,6 +105,16 @@ def _load(data: object, smap: SourceMap, text: str, path: Path | None) -> Loaded
                       tuple(Route.of(i, r) for i, r in enumerate(router["routes"])),
                       router.get("fallback"), float(router["startup_timeout_s"]))
     return LoadedFleet(path, text, doc, resolved, smap, instances, spec, front)
+
+
+def shared_of(resolved: dict, path: Path | None) -> Shared:
+    """What the fleet gives every member (and the single server ``mopt split`` derives):
+    its name, hardware, workload (defaults filled), SLOs, folder."""
+    base_dir = path.resolve().parent if path is not None else Path.cwd()
+    workload = fill_defaults(resolved.get("workload") or {},
+                             recipe_schema()["properties"]["workload"])
+    return Shared(resolved["name"], resolved.get("hardware") or {}, workload,
+                  resolved.get("slo") or {}, base_dir, path)
 
 
 def _instances(resolved: dict, smap: SourceMap,

@@ -1,0 +1,124 @@
+"""`mopt split FLEET`: should this traffic be split over the fleet's instances, or served by
+one server? Both measured in alternating rounds; per class, the paired change with its
+interval, and the verdict in words (printing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from model_optimizer.archive import runs_dir
+from model_optimizer.cli.common import (
+    JsonOption,
+    RunsDirOption,
+    console,
+    handle_errors,
+    print_json,
+    progress_console,
+)
+from model_optimizer.cli.progress import RunProgress
+from model_optimizer.fleet.split import ROUND_COLUMNS, SplitWindow, figures_row
+from model_optimizer.usecase.split import DEFAULT_ROUNDS, MIN_ROUNDS, SplitOutcome, split
+from model_optimizer.usecase.split_verdict import LABELS, NO_SPLIT, SPLIT
+
+
+class SplitProgress(RunProgress):
+    """Each window's runs as `mopt apply` shows them, and a line when a window ends."""
+
+    def window(self, window: SplitWindow) -> None:
+        """After each window: its round, arm and status."""
+        self._log(f"round {window.round}, {window.arm}: {window.status}")
+
+
+def rounds_table(outcome: SplitOutcome) -> Table:
+    """Every window's figures, overall and per class."""
+    table = Table(title="each window (ms; SLO: the class's own bounds)", show_edge=False)
+    for column in ROUND_COLUMNS:
+        table.add_column(column, justify="left" if column in ("arm", "class", "SLO")
+                         else "right")
+    for window in outcome.run.windows:
+        for name in [None, *sorted(window.classes)]:
+            table.add_row(*figures_row(window, name))
+    return table
+
+
+def changes_table(outcome: SplitOutcome) -> Table:
+    """Per class and figure: the fleet against one server, paired by round."""
+    verdict = outcome.verdict
+    table = Table(title="fleet / single - 1, paired by round (each end a one-sided 95% bound)",
+                  show_edge=False)
+    for column in ("class", "figure", "pairs", "change", "interval", "outcome"):
+        table.add_column(column, justify="right" if column in ("pairs", "change") else "left")
+    for item in [*verdict.classes, *([verdict.overall] if verdict.overall else [])]:
+        slo = f" (SLO: one server {_slo(item.single_slo)}, fleet {_slo(item.fleet_slo)})"
+        for number, change in enumerate(item.changes):
+            table.add_row(item.request_class + (slo if number == 0 else ""),
+                          LABELS[change.figure], str(change.pairs),
+                          "-" if change.change is None else f"{change.change:+.1%}",
+                          "-" if change.low is None else f"[{change.low:+.1%}, "
+                                                         f"{change.high:+.1%}]",
+                          change.outcome)
+    return table
+
+
+def _slo(met: bool | None) -> str:
+    return "-" if met is None else ("met" if met else "missed")
+
+
+def print_split(outcome: SplitOutcome) -> None:
+    """The windows, the paired changes, the verdict and where it is archived."""
+    console.print(rounds_table(outcome))
+    console.print(changes_table(outcome))
+    colour = {SPLIT: "green", NO_SPLIT: "yellow"}.get(outcome.verdict.verdict, "red")
+    console.print(f"[bold {colour}]{escape(outcome.verdict.words)}[/]", highlight=False)
+    failed = outcome.run.failed
+    if failed is not None:
+        console.print(f"stopped: a window failed ({escape(failed.status)}); its archive is "
+                      f"{escape(str(failed.archive))}", highlight=False)
+    console.print(f"archive: {escape(str(outcome.run.archive))}", highlight=False)
+
+
+@handle_errors
+def split_command(
+    fleet_path: Annotated[Path, typer.Argument(metavar="FLEET", help="Fleet file (kind: fleet).",
+                                               show_default=False)],
+    single: Annotated[Path | None, typer.Option(
+        "--single", metavar="RECIPE", help="The one server to compare with (its model and "
+        "engine; it gets the whole machine, the fleet's workload and SLOs). Default: the "
+        "fleet's first instance with every core, the sum of the shares and of max_num_seqs, "
+        "the longest max_model_len.", show_default=False)] = None,
+    rounds: Annotated[int, typer.Option(
+        "--rounds", min=MIN_ROUNDS, help="Rounds; each is one window of each arm, the order "
+                                         "alternating.")] = DEFAULT_ROUNDS,
+    runs_dir_opt: RunsDirOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Split or not: the fleet's workload against one server and against the fleet.
+
+    Named beside `mopt apply FLEET` (run the fleet) and `mopt route FLEET` (decide where
+    each class goes): `split` answers the question before both, whether to split the traffic
+    at all. It runs the same seeded requests against one server (launched alone) and the
+    fleet through its router, in --rounds rounds of one window each, the order alternating
+    so drift hits both alike; then, per class, the fleet's change in req/s, TTFT p50/p99
+    and E2E p99 with its interval across the rounds, each arm's SLO verdict, and the
+    verdict: split (and for which class), do not split, or not resolved (with the rounds
+    that would resolve it). Everything is archived as one experiment. See docs/fleet.md,
+    "Split or not: the experiment".
+
+    Exit codes: 0 a verdict (split or do not split); 1 not resolved; 2 bad input; 3 a server
+    or the router failed to start; 5 a window failed; 130 interrupted.
+    """
+    progress = SplitProgress(progress_console(as_json), label="split: ")
+    with progress:
+        outcome = split(fleet_path, single=single, rounds=rounds,
+                        runs_base=runs_dir(runs_dir_opt), on_event=progress,
+                        on_window=progress.window)
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        print_split(outcome)
+    raise typer.Exit(outcome.exit_code)
