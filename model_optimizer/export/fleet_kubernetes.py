@@ -75,7 +75,7 @@ def instance_deployment(fleet: FleetDeployment, member: FleetMember) -> dict:
     """The recipe format's Deployment of one instance, with its share of the fleet."""
     doc = k8s.deployment(member.dep, 1, member.startup_timeout_s)  # not bound: see above
     pod = doc["spec"]["template"]
-    pod["metadata"]["labels"] |= _roles(fleet, "instance")
+    pod["metadata"]["labels"] = {**pod["metadata"]["labels"], **_roles(fleet, "instance")}
     container = pod["spec"]["containers"][0]
     if fleet.on_cpu:
         cores = str(len(member.cores or ()) + 1)
