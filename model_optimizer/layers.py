@@ -27,10 +27,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # run folders, manifests, the index (each archive kind writes its own index row)
     ("archive",),
     # tools on recipes and archives, independent of each other: checks before a launch
-    # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard), a
-    # recipe as a deployment: vLLM config, Compose, Kubernetes, systemd (export); the
+    # (preflight), cleaning up after a killed mopt (reaper), a first recipe (onboard); the
     # client's figures against the server's own (crosscheck)
-    ("preflight", "reaper", "onboard", "export", "crosscheck"),
+    ("preflight", "reaper", "onboard", "crosscheck"),
     # making a quantized checkpoint (llm-compressor in its own venv), its pins
     ("quantize",),
     # one measured window on a live server: the load, telemetry, vLLM's histograms, checks
@@ -41,8 +40,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # (windows at offered rates on one live server); a fleet: several instances and their
     # router, planned, launched and measured through the router's one URL
     ("measure", "capacity", "fleet"),
-    # runs, diff, rollback, drift: reading archives
-    ("history",),
+    # runs, diff, rollback, drift: reading archives; a recipe or a fleet as a deployment:
+    # vLLM config, Compose, Kubernetes, systemd (export: above fleet, whose router
+    # configuration a fleet's export writes)
+    ("history", "export"),
     # the HTML report of an archive (read from its files; sweeps, tunes and optimizes write
     # it when they end); re-measuring a validated revision and judging it by the history's
     # rule (mopt verify, rollback --apply)

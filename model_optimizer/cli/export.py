@@ -19,8 +19,12 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
-from model_optimizer.export import FORMATS, ExportOptions, export_recipe
+from model_optimizer.export import FORMATS, ExportOptions, ExportOutcome, export_recipe
+from model_optimizer.export.fleet_run import export_fleet
+from model_optimizer.export.formats import LOOPBACK
 from model_optimizer.export.schedule import DEFAULT_SCHEDULE
+from model_optimizer.fleet import is_fleet_file, load_fleet
+from model_optimizer.usecase.apply import refuse_fleet_overrides
 
 
 @handle_errors
@@ -34,7 +38,10 @@ def export(
         show_default=False)] = ...,  # type: ignore[assignment]
     port: Annotated[int | None, typer.Option(
         min=1, max=65535, help="Port of the deployment (default: the recipe's engine.port, "
-        "else vLLM's 8000).")] = None,
+        "else vLLM's 8000); of a fleet's router (default: router.port, else 4000).")] = None,
+    router_host: Annotated[str, typer.Option(
+        "--router-host", help="A fleet's router: the address it listens on (vllm, systemd) "
+        "or is published on (compose).")] = LOOPBACK,
     python: Annotated[str, typer.Option(
         help="Interpreter that runs vLLM (vllm and systemd formats).")] = sys.executable,
     replicas: Annotated[int, typer.Option(min=1, help="kubernetes: Deployment replicas "
@@ -74,21 +81,37 @@ def export(
     the local Hugging Face cache, else the hub); never writes a secret; records the export
     in an archive under the runs dir.
 
+    A fleet file (kind: fleet) is exported whole: every instance's server with its share,
+    the router (LiteLLM's proxy) with the configuration `mopt apply` generates, only the
+    router reachable by clients, its master key never written (docs/fleet.md, "Export a
+    fleet").
+
     Exit codes: 0 written; 2 bad input, a refusal above or a secret in the way.
     """
-    loaded = load_chosen(recipe, overrides, "export", as_json, runs_dir_opt)
     options = ExportOptions(tuple(dict.fromkeys(formats)), port=port, force=force,
                             python=python, replicas=replicas, hpa_max=hpa_max,
                             queue_target=queue_target, tune_workers=tune_workers,
-                            tune_image=tune_image, verify_schedule=verify_schedule)
+                            tune_image=tune_image, verify_schedule=verify_schedule,
+                            router_host=router_host)
+    if recipe is not None and is_fleet_file(recipe):
+        refuse_fleet_overrides(overrides)
+        fleet = load_fleet(recipe)
+        _print(export_fleet(fleet, to, runs_dir(runs_dir_opt), options), as_json,
+               f"fleet {fleet.name}")
+        return
+    loaded = load_chosen(recipe, overrides, "export", as_json, runs_dir_opt)
     outcome = export_recipe(loaded, to, runs_dir(runs_dir_opt), options)
+    _print(outcome, as_json, f"{loaded.name} revision {loaded.spec.revision}")
+
+
+def _print(outcome: ExportOutcome, as_json: bool, what: str) -> None:
     if as_json:
         print_json(outcome.to_dict())
         return
     for line in outcome.forced_over:
         console.print(f"--force: {line}", style="yellow", highlight=False, markup=False,
                       soft_wrap=True)
-    console.print(f"exported {loaded.name} revision {loaded.spec.revision} as "
+    console.print(f"exported {what} as "
                   f"{', '.join(outcome.formats)} to {outcome.folder}: "
                   f"{', '.join(sorted(outcome.files))}", highlight=False, markup=False,
                   soft_wrap=True)

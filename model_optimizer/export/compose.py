@@ -27,10 +27,10 @@ COMPOSE_FILE = "compose.yaml"
 SHM_SIZE = "8gb"
 
 
-def compose_reference(var: str) -> str:
+def compose_reference(var: str, why: str = "the recipe reads it from the environment") -> str:
     """``${VAR}`` as Compose interpolates it from the shell or ``.env``; ``docker compose``
     refuses to start while it is unset or empty."""
-    return f"${{{var}:?set {var} (the recipe reads it from the environment)}}"
+    return f"${{{var}:?set {var} ({why})}}"
 
 
 def health_test(port: int) -> list[str]:
@@ -39,33 +39,40 @@ def health_test(port: int) -> list[str]:
             f"'http://127.0.0.1:{port}/health', timeout=4)"]
 
 
-def service(dep: Deployment, startup_timeout_s: float) -> dict:
-    """The ``vllm`` service: literal values escaped, then the references added."""
-    body = escape_dollars(_literal_service(dep, startup_timeout_s))
+def service(dep: Deployment, startup_timeout_s: float, folder: str = ".",
+            fleet_gpu: str | None = None, publish: bool = True) -> dict:
+    """The ``vllm`` service: literal values escaped, then the references added. For a
+    fleet's instance: its files under ``folder``, its port not published (``publish``
+    false: clients reach the router), on a GPU the card ``fleet_gpu`` it shares."""
+    body = escape_dollars(_literal_service(dep, startup_timeout_s, folder, fleet_gpu, publish))
     body["environment"].update({name: compose_reference(var)
                                 for name, var in dep.env_refs.items()})
     body["command"] += dep.env_args(compose_reference)
     return body
 
 
-def _literal_service(dep: Deployment, startup_timeout_s: float) -> dict:
+def _literal_service(dep: Deployment, startup_timeout_s: float, folder: str,
+                     fleet_gpu: str | None, publish: bool) -> dict:
     """The ``vllm`` service as plain values (nothing to interpolate)."""
-    volumes = [{"type": "bind", "source": f"./{CONFIG_FILE}", "target": CONTAINER_CONFIG,
+    volumes = [{"type": "bind", "source": f"{folder}/{CONFIG_FILE}", "target": CONTAINER_CONFIG,
                 "read_only": True}]
     if dep.model_is_local:
         volumes.append({"type": "bind", "source": dep.model, "target": dep.container_model,
                         "read_only": True})
     resources: dict = {"limits": {"memory": f"{dep.memory_gib}g"}}
     if not dep.on_cpu:
+        cards = ({"device_ids": [fleet_gpu]} if fleet_gpu is not None
+                 else {"count": dep.accelerators})
         resources["reservations"] = {"devices": [
-            {"driver": "nvidia", "count": dep.accelerators, "capabilities": ["gpu"]}]}
+            {"driver": "nvidia", **cards, "capabilities": ["gpu"]}]}
+    published = {"ports": [f"{dep.host}:{dep.port}:{dep.port}"]} if publish else {}
     return {
         "image": dep.image,
         "entrypoint": ["python3", *dep.module_argv],
         "command": dep.container_args(),
-        "env_file": [f"./{ENV_FILE}"],
+        "env_file": [f"{folder}/{ENV_FILE}"],
         "environment": dict(dep.env),
-        "ports": [f"{dep.host}:{dep.port}:{dep.port}"],
+        **published,
         "volumes": volumes,
         "shm_size": SHM_SIZE,
         "deploy": {"resources": resources},

@@ -260,7 +260,7 @@ def build_deployment(loaded: LoadedRecipe, port: int | None = None, force: bool 
     plain, refs = split_env(server_env(spec))
     validated = loaded.resolved.get("validated") or {}
     return Deployment(
-        name=_dns_name(loaded.name), revision=spec.revision, recipe_file=str(loaded.path),
+        name=dns_name(loaded.name), revision=spec.revision, recipe_file=str(loaded.path),
         config=config, env=plain, env_refs=refs, arg_refs=arg_refs, port=chosen_port,
         host=spec.engine.host,
         model=model, model_is_local=is_local, accelerator=spec.hardware.accelerator,
@@ -280,8 +280,9 @@ def pinned_revision(spec: RecipeSpec, commit: str | None) -> dict[str, str]:
                                    {"tokenizer-revision": commit})
 
 
-def _dns_name(name: str) -> str:
-    """A name Kubernetes, Compose and systemd all accept (RFC 1123 label, 53 chars)."""
+def dns_name(name: str, limit: int = 53, empty: str = "mopt-server") -> str:
+    """A name Kubernetes, Compose and systemd all accept (RFC 1123 label, ``limit`` chars:
+    room for the suffixes the formats add)."""
     cleaned = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    return ("mopt-" + cleaned)[:53].rstrip("-") if cleaned else "mopt-server"
+    return ("mopt-" + cleaned)[:limit].rstrip("-") if cleaned else empty
 

@@ -3,7 +3,10 @@
 Each format module (``vllm``, ``compose``, ``kubernetes``, ``systemd``) defines one
 :class:`ExportFormat` subclass and registers it with :func:`register`; ``export/run.py``
 renders the asked ones from one :class:`Rendering`, and the option check and the CLI help
-read the names from here. The registry imports every module of the ``export`` package the
+read the names from here. A fleet's formats (``fleet_vllm``, ``fleet_compose``,
+``fleet_kubernetes``, ``fleet_systemd``) are :class:`FleetFormat` subclasses registered
+with :func:`register_fleet` under the same names, rendered from a :class:`FleetRendering`
+(``export/fleet_run.py``). The registry imports every module of the ``export`` package the
 first time it is read, so adding a format is adding a module with its class, and its test.
 """
 
@@ -14,14 +17,20 @@ import pkgutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from model_optimizer.export.deployment import Deployment, ExportError
 from model_optimizer.export.schedule import DEFAULT_SCHEDULE, OFF, Schedule, parse_schedule
 from model_optimizer.recipe import LoadedRecipe
 
+if TYPE_CHECKING:
+    from model_optimizer.export.fleet import FleetDeployment
+    from model_optimizer.fleet.spec import LoadedFleet
+
 #: the default image of the tune workers: vLLM's image with mopt installed (docs/deploy.md)
 TUNE_IMAGE = "mopt-worker:latest"
+#: where a fleet's router listens unless told otherwise
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,9 @@ class ExportOptions:
     tune_image: str = TUNE_IMAGE
     #: cron schedule of the deployment's own ``mopt verify --url`` (``off``: none)
     verify_schedule: str = DEFAULT_SCHEDULE
+    #: a fleet's router: the address it listens on (vllm, systemd) or is published on
+    #: (compose); loopback unless told otherwise
+    router_host: str = LOOPBACK
 
 
 def schedule_of(options: ExportOptions) -> Schedule | None:
@@ -77,15 +89,47 @@ class ExportFormat:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class FleetRendering:
+    """Everything a fleet format renders from: the fleet's deployment, the fleet, where."""
+
+    fleet: FleetDeployment
+    loaded: LoadedFleet
+    folder: Path
+    options: ExportOptions
+
+
+class FleetFormat:
+    """One export format of a fleet: its name (``--format``, as for a recipe), its files."""
+
+    name: ClassVar[str]
+    order: ClassVar[int]
+    always: ClassVar[bool] = False
+
+    def render(self, given: FleetRendering) -> dict[str, str]:
+        """The format's files, by path under the export folder."""
+        raise NotImplementedError
+
+
 _REGISTRY: dict[str, type[ExportFormat]] = {}
+_FLEET_REGISTRY: dict[str, type[FleetFormat]] = {}
+
+
+def _add(registry: dict, cls: type) -> type:
+    if cls.name in registry and registry[cls.name] is not cls:
+        raise ValueError(f"export format {cls.name!r} is registered twice")
+    registry[cls.name] = cls
+    return cls
 
 
 def register(cls: type[ExportFormat]) -> type[ExportFormat]:
     """Class decorator: make ``cls`` the format named ``cls.name`` (once)."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"export format {cls.name!r} is registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _add(_REGISTRY, cls)
+
+
+def register_fleet(cls: type[FleetFormat]) -> type[FleetFormat]:
+    """Class decorator: make ``cls`` the fleet format named ``cls.name`` (once)."""
+    return _add(_FLEET_REGISTRY, cls)
 
 
 def _load() -> dict[str, type[ExportFormat]]:
@@ -116,3 +160,25 @@ def rendered(given: Rendering) -> list[ExportFormat]:
     asked = set(given.options.formats)
     return [resolve(name) for name in format_names()
             if name in asked or _REGISTRY[name].always]
+
+
+def fleet_format_names() -> tuple[str, ...]:
+    """The fleet formats' names, in their order."""
+    _load()
+    return tuple(sorted(_FLEET_REGISTRY, key=lambda n: (_FLEET_REGISTRY[n].order, n)))
+
+
+def resolve_fleet(name: str) -> FleetFormat:
+    """The fleet format named ``name`` (ExportError naming the choices)."""
+    _load()
+    if name not in _FLEET_REGISTRY:
+        raise ExportError(f"unknown export format {name} for a fleet; choose from "
+                          f"{', '.join(fleet_format_names())} (--format may repeat)")
+    return _FLEET_REGISTRY[name]()
+
+
+def rendered_fleet(given: FleetRendering) -> list[FleetFormat]:
+    """The fleet formats to render: those always rendered, then the asked ones, in order."""
+    asked = set(given.options.formats)
+    return [resolve_fleet(name) for name in fleet_format_names()
+            if name in asked or _FLEET_REGISTRY[name].always]

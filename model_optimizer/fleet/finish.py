@@ -35,8 +35,9 @@ def judge(archive: RunArchive, measurement, outcome: RunOutcome) -> None:
     archive.write_json(FAILURE_FILE, outcome.failure.to_dict())
 
 
-def instance_table(metrics: dict) -> list[str]:
-    """Markdown table: per instance, what it served against what the rules sent it."""
+def instance_rows(metrics: dict) -> list[list[str]]:
+    """One row of text cells per instance (``INSTANCE_COLUMNS``): what it served against
+    what the rules sent it, and its figures (report.md, the HTML report)."""
     rows = []
     for name, item in (metrics.get("instances") or {}).items():
         mark = "" if item.get("match") else " (MISMATCH)"
@@ -45,6 +46,12 @@ def instance_table(metrics: dict) -> list[str]:
                      fmt(item.get("qps"), 2), fmt(item.get("ttft_p50_ms")),
                      fmt(item.get("ttft_p99_ms")), fmt(item.get("tpot_p50_ms"), 2),
                      fmt(item.get("e2e_p99_ms"))])
+    return rows
+
+
+def instance_table(metrics: dict) -> list[str]:
+    """Markdown table: per instance, what it served against what the rules sent it."""
+    rows = instance_rows(metrics)
     if not rows:
         return []
     return ["| " + " | ".join(INSTANCE_COLUMNS) + " |",

@@ -28,6 +28,14 @@ ROUTER_CONFIG = "router.yaml"
 ROUTER_LOG = "router.log"
 #: the variable mopt's client reads the router's key from (workload.api_key_env)
 CLIENT_KEY_ENV = "MOPT_FLEET_ROUTER_KEY"
+#: the router's environment besides its key: offline (no cost map fetched), INFO logs
+ROUTER_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "INFO"}
+
+
+def router_args(config: str, host: str, port: int) -> list[str]:
+    """The router's arguments after its ``litellm`` command: config, address, one worker
+    (what ``mopt apply`` starts and ``mopt export`` writes)."""
+    return ["--config", config, "--host", host, "--port", str(port), "--num_workers", "1"]
 
 
 def router_executable() -> str:
@@ -89,9 +97,7 @@ def plan_router(fleet: LoadedFleet, config_path: Path, executable: str,
     while port in taken:
         port = free_port()
     key = "sk-mopt-" + secrets.token_hex(16)
-    argv = [executable, "--config", str(config_path), "--host", "127.0.0.1",
-            "--port", str(port), "--num_workers", "1"]
-    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", MASTER_KEY_ENV: key,
-           "LITELLM_LOG": "INFO"}
+    argv = [executable, *router_args(str(config_path), "127.0.0.1", port)]
+    env = {**ROUTER_ENV, MASTER_KEY_ENV: key}
     return RouterPlan(argv, env, f"http://127.0.0.1:{port}", key,
                       fleet.router.startup_timeout_s)

@@ -1,4 +1,5 @@
-"""What the HTML report shows of each kind of archive: a run, a sweep, a tune, an optimize.
+"""What the HTML report shows of each kind of archive: a run, a sweep, a tune, an optimize, a
+fleet run (its router, per class and per instance).
 
 Every section reads the archive's own files (``metrics.json``, ``summary.json``,
 ``summary.csv``, the resolved recipe); nothing is recomputed, so the page shows exactly the
@@ -17,11 +18,14 @@ import yaml
 from model_optimizer.archive.names import (
     METRICS_FILE,
     RESOLVED_RECIPE,
+    RUN_FILE,
     STEPS_DIR,
     SUMMARY_CSV,
     SUMMARY_FILE,
 )
-from model_optimizer.archive.report import fmt, with_interval
+from model_optimizer.archive.report import CLASS_COLUMNS, class_rows, fmt, with_interval
+from model_optimizer.fleet.finish import INSTANCE_COLUMNS, instance_rows
+from model_optimizer.fleet.launch import ROUTER_CONFIG
 from model_optimizer.report.fitted import fit_band, fit_section
 from model_optimizer.report.page import Page
 from model_optimizer.report.svg import Point, curve_chart
@@ -206,6 +210,62 @@ def optimize_section(page: Page, folder: Path, status: dict) -> None:
     _step_links(page, folder)
 
 
+def _fleet_router(page: Page, folder: Path, run: dict) -> None:
+    router = run.get("router") or {}
+    page.heading("Router")
+    rows = [["name clients ask for", str(router.get("model") or "-")],
+            ["URL during the run", str(router.get("url") or "-")]]
+    page.table(["router (LiteLLM's proxy)", ""], rows, table_id="router")
+    if (folder / ROUTER_CONFIG).is_file():
+        page.link_table(["configuration"], [(ROUTER_CONFIG, [f"{ROUTER_CONFIG} (the routing "
+                                                             "rules; the key is not in it)"])])
+
+
+def _fleet_classes(page: Page, metrics: dict, run: dict) -> None:
+    rows = class_rows(metrics)
+    if not rows:
+        return
+    sent_to = {cls: name for name, item in (run.get("instances") or {}).items()
+               for cls in item.get("classes") or []}
+    page.heading("Per class (through the router, ms)")
+    page.table([*CLASS_COLUMNS, "instance (rules)"],
+               [[*row, sent_to.get(row[0], "-")] for row in rows], table_id="classes")
+
+
+def _fleet_instances(page: Page, metrics: dict, run: dict) -> None:
+    rows = instance_rows(metrics)
+    problems = (metrics.get("routing") or {}).get("problems") or []
+    page.heading("Per instance")
+    if not rows:
+        page.paragraph("no per-instance figures were archived (the run ended before the "
+                       "load)", "muted")
+        return
+    if problems:
+        page.verdict("routing mismatch: " + "; ".join(problems), "bad")
+    else:
+        page.verdict("every instance served what the routing rules sent it", "ok")
+    urls = {name: str(item.get("base_url") or "-")
+            for name, item in (run.get("instances") or {}).items()}
+    page.table([*INSTANCE_COLUMNS, "URL during the run"],
+               [[*row, urls.get(row[0], "-")] for row in rows], table_id="instances")
+    page.paragraph("served: the instance's own count (vllm:request_success_total, warm-up "
+                   "included); rules sent: each request's class and prompt length replayed "
+                   "through the fleet's routing rules", "muted")
+
+
+def fleet_section(page: Page, folder: Path, status: dict) -> None:
+    """A fleet run (``fleet/run.py``): its figures through the router, the router, each
+    class with the instance the rules send it to, and each instance: what it served,
+    counted by its own ``/metrics``, against what the rules sent it (``metrics.json``
+    ``classes``, ``instances``, ``routing``; ``run.json`` ``router``, ``instances``)."""
+    run_section(page, folder, status)
+    metrics, run = read_json(folder, METRICS_FILE), read_json(folder, RUN_FILE)
+    _fleet_router(page, folder, run)
+    if metrics:
+        _fleet_classes(page, metrics, run)
+        _fleet_instances(page, metrics, run)
+
+
 SECTIONS: dict[str, Any] = {"run": run_section, "bench": run_section, "server": run_section,
                             "sweep": sweep_section, "tune": tune_section,
-                            "optimize": optimize_section}
+                            "optimize": optimize_section, "fleet": fleet_section}

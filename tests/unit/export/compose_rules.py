@@ -19,7 +19,7 @@ STRINGS = {"type": "array", "items": STRING, "minItems": 1}
 SERVICE = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["image", "command", "ports", "volumes", "healthcheck"],
+    "required": ["image", "command", "volumes", "healthcheck"],
     "properties": {
         "image": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]+)?$"},
         "entrypoint": STRINGS,
@@ -45,9 +45,13 @@ SERVICE = {
                                  "properties": {"devices": {"type": "array", "items": {
                                      "type": "object", "additionalProperties": False,
                                      "required": ["capabilities"],
+                                     # Compose takes a count or the cards' ids, not both
+                                     "not": {"required": ["count", "device_ids"]},
                                      "properties": {
                                          "driver": {"type": "string"},
                                          "count": {"type": "integer", "minimum": 1},
+                                         "device_ids": {"type": "array", "minItems": 1,
+                                                        "items": {"type": "string"}},
                                          "capabilities": {"type": "array",
                                                           "items": {"type": "string"}}}}}}}}}}},
         "healthcheck": {"type": "object", "additionalProperties": False,
@@ -58,6 +62,10 @@ SERVICE = {
                             "timeout": {"type": "string", "pattern": DURATION},
                             "start_period": {"type": "string", "pattern": DURATION},
                             "retries": {"type": "integer", "minimum": 0}}},
+        "depends_on": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["condition"],
+            "properties": {"condition": {"enum": ["service_started", "service_healthy",
+                                                  "service_completed_successfully"]}}}},
         "restart": {"enum": ["no", "always", "on-failure", "unless-stopped"]},
         "labels": {"type": "object", "additionalProperties": STRING},
     },
