@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from model_optimizer.archive import STATUS_INTERRUPTED, RunArchive, failed_status
-from model_optimizer.archive.names import FAILURE_FILE
+from model_optimizer.archive.names import FAILURE_FILE, GIVEN_RECIPE
 from model_optimizer.archive.start import scrub_log, write_start
 from model_optimizer.engine import EngineProcess, EngineStartError, Failure
 from model_optimizer.engine.factory import EngineFactory
@@ -138,6 +138,7 @@ def _open_archive(fleet: LoadedFleet, runs_base, plans, workload, config: dict):
                                header=f"# instance {name} of {fleet.name} as served\n")
         write_start(archive, fleet.front, _start_extra(fleet, plans, router, workload),
                     argv=router.argv, env=router.env)
+        archive.write_text(GIVEN_RECIPE, fleet.source_text)  # the fleet file, not its front
     archive = RunArchive.create(runs_base, fleet.name, kind="fleet", start=start)
     return archive, holder["router"]
 

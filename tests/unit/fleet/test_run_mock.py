@@ -106,6 +106,7 @@ def test_a_fleet_run_routes_as_the_rules_say_and_archives_everything(tmp_path, t
             "report.md", "manifest.json"} <= files
     config = yaml.safe_load((outcome.archive / "router.yaml").read_text())
     assert [d["model_name"] for d in config["model_list"]] == ["chat", fleet.router.model]
+    assert (outcome.archive / "recipe.given.yaml").read_text() == fleet.path.read_text()
     run = json.loads((outcome.archive / "run.json").read_text())
     assert run["env"]["LITELLM_MASTER_KEY"] == "***redacted***"
     assert "## Per instance" in (outcome.archive / "report.md").read_text()
