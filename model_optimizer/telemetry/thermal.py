@@ -17,11 +17,14 @@ the last :data:`SPAN_S` seconds of samples (:func:`card_steady`):
   H200: under a power-capped load its clock flickers by 3% from one 0.5 s sample to the
   next while its mean over seconds moves by 0.3%.
 
-The numbers are mopt's choice, fitted to that recording: NVIDIA publishes no steadiness
-criterion (its guidance for repeatable benchmarks is to warm up and, where allowed, lock
-the clocks with ``nvidia-smi -lgc``, which mopt leaves to the operator). The span is 10 s,
-as long as the throughput warm-up's three 3-second rounds (``load/warmup.py``), so a card
-already warm adds about a second to the warm-up.
+The numbers are mopt's choice, fitted to that recording. NVIDIA's advice for repeatable
+measurements is to lock the clocks (``nvidia-smi --lock-gpu-clocks``, as root; NVIDIA
+developer blog, "Advanced API Performance: SetStablePowerState"), which mopt leaves to the
+operator; it gives no criterion for when an unlocked card is steady. The span is 10 s, as
+long as the throughput warm-up's three 3-second rounds (``load/warmup.py``), so a card
+already warm adds about a second to the warm-up. Its limit: a clock drifting slower than
+2% per 5 s (0.4%/s) passes; the window's record and ``mopt verify``'s comparison of clocks
+show what such a drift did.
 
 Two SM clocks are **the same clock** when their means lie within :data:`CLOCK_TOLERANCE`
 of each other: :func:`compare_clocks` says so for ``mopt verify`` (``history/verify_rule``).

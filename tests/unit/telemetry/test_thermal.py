@@ -4,8 +4,6 @@ of them, and two windows' clocks compared."""
 
 from __future__ import annotations
 
-import pytest
-
 from model_optimizer.telemetry.thermal import (
     CLOCK_TOLERANCE,
     SPAN_S,
@@ -19,6 +17,7 @@ from model_optimizer.telemetry.thermal import (
 )
 
 from .thermal_series import (
+    RECORDED,
     STEP_S,
     T0,
     cold_h100,
@@ -180,7 +179,7 @@ def test_clocks_apart_by_more_than_the_tolerance_are_different_clocks():
 
 def test_clocks_within_the_tolerance_are_the_same_clock():
     found = compare_clocks(record_at(1425), record_at(1440))  # one NVML step: 1%
-    assert found is not None and found.same and 15 / 1440 < CLOCK_TOLERANCE
+    assert found is not None and found.same and CLOCK_TOLERANCE > 15 / 1440
     assert found.text == "taken at the same clocks: SM 1425 vs 1440 MHz"
 
 
@@ -203,3 +202,18 @@ def test_several_gpus_name_the_one_that_differs():
     assert found.text == "taken at different clocks: SM GPU 1 1980 vs 1500 MHz"
     fewer = compare_clocks(old, new[:1])
     assert fewer is not None and fewer.text.endswith("GPU 1 1980 vs no reading MHz")
+
+
+def test_the_gpu_probe_reports_when_the_rule_called_the_recorded_card_steady():
+    """benchmarks/gpu_checks.py applies the rule to the series it records on a lent GPU."""
+    import importlib.util
+
+    path = RECORDED.parents[1] / "gpu_checks.py"
+    spec = importlib.util.spec_from_file_location("gpu_checks", path)
+    assert spec is not None and spec.loader is not None
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    run = recorded()
+    after = checks.steady_after(run["series"], run["load_started"])
+    assert after is not None and SPAN_S <= after <= SPAN_S + 3
+    assert checks.steady_after(run["series"][:5], run["load_started"]) is None  # idle only
