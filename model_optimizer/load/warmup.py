@@ -14,8 +14,9 @@ why). The rounds, the time it took and the verdict go into the run's figures (``
 
 On a GPU the warm-up also waits for the **card**: a :class:`CardGate` (``telemetry.cardwatch``:
 temperature and SM clock steady, at most ``warmup_card_max_s``) is polled beside the rounds,
-and the warm-up ends when both are done (a server that streamed nothing for a round ends it
-at once). Its verdict goes into the figures too (``warmup.card``).
+and the warm-up ends once it is decided and the throughput's last rounds are steady then (or
+its time is out); a server that streamed nothing for a round ends it at once. Its verdict
+goes into the figures too (``warmup.card``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class SteadyWarmup:
         self.start, self.max_s, self.card = start, max_s, card
         self.counts: dict[int, int] = {}  # round -> tokens streamed in it
         self.verdict: str | None = None  # throughput: "steady" / "not steady" once decided
-        self.steady_at: float | None = None  # when the throughput verdict was reached
+        self.steady_at: float | None = None  # when the throughput first read decided
         self.decided_at: float | None = None  # when the warm-up ended
         if card is not None:
             card.begin()
@@ -78,18 +79,19 @@ class SteadyWarmup:
         return "not steady" if now - self.start >= self.max_s else None
 
     def done(self, now: float) -> bool:
-        """Whether to stop warming up now: throughput steady or out of time, and the card
-        gate (when there is one) decided too; decides once."""
+        """Whether to stop warming up now: the card gate (when there is one) decided, and
+        the throughput steady *then* (its last rounds) or out of time; decides once. A
+        throughput that was steady while the card still warmed is read again: a card that
+        settles lower slows the server with it."""
         if self.decided_at is not None:
             return True
-        if self.verdict is None:
-            self.verdict = self._throughput(now)
-            self.steady_at = now if self.verdict is not None else None
-        if self.verdict is None:
+        card_done = self.card is None or self.card.done()  # polled always: its own clock
+        verdict = self._throughput(now)
+        if verdict is not None and self.steady_at is None:
+            self.steady_at = now
+        if verdict is None or (verdict != NO_TOKENS and not card_done):
             return False
-        if self.card is not None and self.verdict != NO_TOKENS and not self.card.done():
-            return False
-        self.decided_at = now
+        self.verdict, self.decided_at = verdict, now
         return True
 
     def summary(self, loop_lag_s: float | None = None) -> dict[str, Any]:
@@ -97,12 +99,12 @@ class SteadyWarmup:
         lag while it ran; the verdict is reached on a poll, so a warm-up out of time ends
         late by up to that lag (a busy machine), and the figures say so."""
         end = self.decided_at if self.decided_at is not None else self.start
-        summary = {"verdict": self.verdict, "seconds": round(end - self.start, 2),
-                   "loop_lag_max_s": None if loop_lag_s is None else round(loop_lag_s, 3),
-                   "round_tok_s": [round(rate, 1) for rate in self.rates(end)],
-                   "rule": f"tokens per {ROUND_S:g} s round; steady when the last "
-                           f"{STEADY_ROUNDS} lie within {STEADY_SPREAD:.0%} of their mean, "
-                           "first to last too"}
+        summary: dict[str, Any] = {
+            "verdict": self.verdict, "seconds": round(end - self.start, 2),
+            "loop_lag_max_s": None if loop_lag_s is None else round(loop_lag_s, 3),
+            "round_tok_s": [round(rate, 1) for rate in self.rates(end)],
+            "rule": f"tokens per {ROUND_S:g} s round; steady when the last {STEADY_ROUNDS} "
+                    f"lie within {STEADY_SPREAD:.0%} of their mean, first to last too"}
         if self.card is not None:
             summary["card"] = self.card.summary()
         return summary

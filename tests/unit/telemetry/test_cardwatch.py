@@ -206,3 +206,22 @@ def test_the_report_line_says_the_cards_and_flags_a_card_not_steady():
     assert flagged is not None and flagged.startswith(
         "CARD NOT STEADY: card not steady after 120 s (GPU 0 warming: 50 -> 53 C)")
     assert card_line({"thermals": None, "warmup": {"card": {"verdict": NO_NVML}}}) is None
+
+
+def test_throughput_is_read_again_once_the_card_is_steady():
+    """Steady at first, then a hiccup from 20 to 50 s (rounds alternating 400 and 250
+    tokens/s) while the cold card settles (about 45 s): the warm-up ends only when the
+    rounds after the hiccup are steady again, not on the early reading."""
+    watch, clock = watch_over(cold_h100(120), max_s=120)
+    warmup = SteadyWarmup(0.0, max_s=120, card=watch)
+    t, step, ended = 0.0, 0.05, None
+    while t < 120 and ended is None:
+        hiccup = 20 <= t < 50 and int(t / ROUND_S) % 2
+        warmup.streamed(round((250 if hiccup else 400) * step), t)
+        t += step
+        clock.now = T0 + t
+        ended = t if warmup.done(t) else None
+    assert warmup.steady_at == pytest.approx(STEADY_ROUNDS * ROUND_S, abs=0.1)
+    assert watch.verdict == STEADY and watch.ended is not None and watch.ended - T0 < 50
+    assert ended is not None and ended >= 50 + STEADY_ROUNDS * ROUND_S - ROUND_S
+    assert warmup.verdict == "steady"
