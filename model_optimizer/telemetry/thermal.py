@@ -229,15 +229,21 @@ def window_thermals(samples: Iterable[ThermalSample], start: float | None,
 def describe_window(record: Any) -> str | None:
     """``GPU 0 62-63 C, SM 1410-1455 MHz (mean 1432)`` from a window's ``thermals``
     record; None without one."""
+    def spread(found: Any) -> tuple[float, float, float] | None:
+        if not isinstance(found, Mapping):
+            return None
+        values = tuple(_number(found.get(key)) for key in ("min", "max", "mean"))
+        return None if None in values else values  # type: ignore[return-value]
+
     parts = []
     for row in record if isinstance(record, list) else []:
         if not isinstance(row, Mapping):
             continue
-        temp, clock = row.get("temperature_c") or {}, row.get("sm_clock_mhz") or {}
-        words = [f"{temp.get('min'):g}-{temp.get('max'):g} C"] if temp else []
-        words += [f"SM {clock.get('min'):g}-{clock.get('max'):g} MHz (mean "
-                  f"{clock.get('mean'):g})"] if clock else []
-        parts.append(f"GPU {row.get('index')} " + ", ".join(words))
+        temp, clock = spread(row.get("temperature_c")), spread(row.get("sm_clock_mhz"))
+        words = [f"{temp[0]:g}-{temp[1]:g} C"] if temp else []
+        words += [f"SM {clock[0]:g}-{clock[1]:g} MHz (mean {clock[2]:g})"] if clock else []
+        if words:
+            parts.append(f"GPU {row.get('index')} " + ", ".join(words))
     return "; ".join(parts) or None
 
 

@@ -217,3 +217,12 @@ def test_the_gpu_probe_reports_when_the_rule_called_the_recorded_card_steady():
     after = checks.steady_after(run["series"], run["load_started"])
     assert after is not None and SPAN_S <= after <= SPAN_S + 3
     assert checks.steady_after(run["series"][:5], run["load_started"]) is None  # idle only
+
+
+def test_an_edited_record_does_not_break_the_words():
+    record = [{"index": 0, "temperature_c": {"min": None, "max": 63, "mean": 62},
+               "sm_clock_mhz": {"min": 1410, "max": 1455, "mean": 1432.0}},
+              {"index": 1, "temperature_c": "hot"}, "junk"]
+    assert describe_window(record) == "GPU 0 SM 1410-1455 MHz (mean 1432)"
+    assert compare_clocks(record, [{"index": "0", "sm_clock_mhz": {"mean": 1}}]).text \
+        .startswith("clocks not compared: this measurement recorded no SM clock")
