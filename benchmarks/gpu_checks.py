@@ -5,7 +5,8 @@ Each check exercises mopt's own code on a real card and returns JSON-ready figur
 - ``thermal_run``: NVML thermals (temperature, SM/memory clocks, power, busy) sampled by
   ``NvmlProbe.thermals`` every 0.5 s on an idle card, under a bf16 matrix-product load and
   after it, with the achieved TFLOP/s per second of load: the cold-to-warm curve that the
-  warm-card check (``telemetry.thermal``) is tested on.
+  warm-card check (``telemetry.thermal``) is tested on, and when that check first called
+  the loaded card steady (``card_steady_after_s``).
 - ``oom_check``: a real CUDA out-of-memory in a child process, its message classified by
   ``engine.classify`` (the class a vLLM start that runs out of memory gets).
 - ``bandwidth_check``: device-to-device copy bandwidth against the plan's accelerator row.
@@ -30,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from model_optimizer.telemetry import NvmlProbe  # noqa: E402
+from model_optimizer.telemetry.thermal import RULE, card_steady, samples_of  # noqa: E402
 
 MATMUL_N = 8192
 
@@ -89,7 +91,18 @@ def thermal_run(load_s: float = 60.0, idle_s: float = 5.0) -> dict[str, Any]:
         ended = time.time()
         time.sleep(idle_s)
     return {"load_started": started, "load_ended": ended, "series": sampler.series,
-            "tflops": slices}
+            "tflops": slices, "card_steady_after_s": steady_after(sampler.series, started),
+            "card_rule": RULE}
+
+
+def steady_after(series: list[dict[str, Any]], load_started: float) -> float | None:
+    """Seconds into the load when mopt's warm-card rule, judging the samples since the load
+    began as the warm-up does, first called the card steady; None if it never did."""
+    loaded = [sample for sample in samples_of(series) if sample.t >= load_started]
+    for sample in loaded:
+        if card_steady(loaded, sample.t).steady:
+            return round(sample.t - load_started, 1)
+    return None
 
 
 OOM_CHILD = ("import torch\n"

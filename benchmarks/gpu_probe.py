@@ -7,7 +7,8 @@ Needs only nvidia-ml-py, psutil and this package (vLLM is optional):
     python benchmarks/gpu_probe.py --vllm     # also reports whether vLLM imports (placeholder)
     python benchmarks/gpu_probe.py --moe      # serve a small MoE: vLLM's KV capacity vs the plan
     python benchmarks/gpu_probe.py --torch    # PyTorch + NVML checks (benchmarks/gpu_checks.py):
-                                              # thermals cold to warm, a classified CUDA OOM,
+                                              # thermals cold to warm (and when the warm-card
+                                              # rule called the card steady), a classified CUDA OOM,
                                               # copy bandwidth vs the plan, two processes, one card
 
 The MoE section builds a random-weight Mixtral-style model (8 experts, top-2, 4 layers; the

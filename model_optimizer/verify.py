@@ -18,6 +18,11 @@ A measured window the cross-check flags client-bound (:mod:`.crosscheck`) is not
 (the rule's :func:`.history.verify_rule.judge`): the verdict is "not judged: client-bound
 (...)", exit 2 (:data:`EXIT_NOT_JUDGED`), status ``failed:client_bound``, and the result
 says how to measure the engine instead of the client.
+
+On a GPU the verdict also compares the SM clocks both windows ran at (the rule's
+``clocks``): when they differ, or one side recorded none, the verdict line, the report and
+``--json`` (``clocks``) say so ("taken at different clocks: SM 1980 vs 1755 MHz"); the
+verdict and the exit code stay the rule's.
 """
 
 from __future__ import annotations
@@ -118,6 +123,8 @@ class VerifyResult:
         return {"recipe_file": self.recipe_file, "name": self.name, "revision": self.revision,
                 "verdict": self.word, "holds": self.holds, "exit_code": self.exit_code,
                 "client_bound": self.verdict.client_bound if self.verdict else None,
+                "clocks": self.verdict.clocks.to_dict() if self.verdict and self.verdict.clocks
+                else None,
                 "environment": self.environment, "validation": self.validation.to_dict(),
                 "checks": [c.to_dict() for c in self.verdict.checks] if self.verdict else [],
                 "regressed": [c.metric for c in self.verdict.regressed] if self.verdict
@@ -339,13 +346,24 @@ def report_lines(result: VerifyResult) -> list[str]:
                   "also their throughput's), the validating search's run-to-run noise, the "
                   "10% minimum effect and either run's drift between its halves "
                   "(docs/production.md)."]
+    if result.verdict is not None and result.verdict.clocks is not None:
+        lines += ["", f"clocks: {result.verdict.clocks.text}"
+                  + ("" if result.verdict.clocks.same else
+                     " (the verdict stands; a card at another clock explains a change as well "
+                     "as the recipe does: docs/production.md)")]
     lines += ["", verdict_line(result)]
     lines += [f"next: {step['command']}  # {step['why']}" for step in result.next]
     return lines
 
 
 def verdict_line(result: VerifyResult) -> str:
-    """``HOLDS: ...``, ``REGRESSED: qps 14.2 ± 1.1 -> 3.1 ± 0.4 (-78%; noise 23%, ...)``."""
+    """``HOLDS: ...``, ``REGRESSED: qps 14.2 ± 1.1 -> 3.1 ± 0.4 (-78%; noise 23%, ...)``;
+    ``; taken at different clocks: SM 1980 vs 1755 MHz`` after it when they differ."""
+    note = result.verdict.clock_note if result.verdict is not None else None
+    return _verdict_words(result) + (f"; {note}" if note and result.outcome.ok else "")
+
+
+def _verdict_words(result: VerifyResult) -> str:
     where = describe_environment(result.environment)
     if not result.outcome.ok:
         return (f"NOT VERIFIED: the measurement ended {result.outcome.status} "

@@ -3,13 +3,16 @@ histograms scraped when the window opens and closes, and the window's figures wi
 checks (``crosscheck``: the client against the server, whether the server was fed).
 
 ``runner`` (apply, sweep, tune) and ``capacity`` measure through here, so every archived
-window carries the same checks: ``server_check``, ``feed``, ``client_lag`` and the
-machine's ``load_average`` before and after it, in ``metrics.json``.
+window carries the same checks: ``server_check``, ``feed``, ``client_lag``, the machine's
+``load_average`` before and after it and, on a GPU, each card's temperature and SM clock
+(``thermals``), in ``metrics.json``. On a GPU the steady warm-up also waits for a steady
+card (``telemetry.cardwatch``, bounded by ``workload.warmup_card_max_s``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,9 +30,11 @@ from model_optimizer.load.workload import LazyItems
 from model_optimizer.recipe import RecipeSpec
 from model_optimizer.recipe.render import Recipe
 from model_optimizer.telemetry import TelemetrySampler
+from model_optimizer.telemetry.cardwatch import CardWatch
 from model_optimizer.telemetry.histograms import Histogram, parse_histograms, window_delta
 from model_optimizer.telemetry.prefix_cache import parse_prefix_cache, prefix_cache_window
 from model_optimizer.telemetry.prometheus import fetch_page
+from model_optimizer.telemetry.thermal import samples_of, window_thermals
 
 #: the success rate a run must reach when the recipe sets no slo.min_success_rate
 DEFAULT_MIN_SUCCESS_RATE = 0.95
@@ -61,6 +66,7 @@ class RunRecords:
         self.client_lag: dict | None = None
         self.warmup: dict | None = None
         self.load_average: dict[str, float | None] = {"before": None, "after": None}
+        self.opened_at: float | None = None  # wall time the measured window opened
 
     def on_record(self, record) -> None:
         self.archive.append_jsonl(REQUESTS_FILE, record.to_dict())
@@ -94,6 +100,7 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     emit(LoadStarted(workload))
 
     def window_opens() -> None:
+        measurement.opened_at = time.time()
         measurement.load_average["before"] = load_average()
         measurement.server_before, measurement.prefix_before = scrape_window(metrics_url)
 
@@ -107,7 +114,8 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
                 on_record=measurement.on_record, should_stop=should_stop,
                 on_progress=lambda snap: emit(LoadProgress(**snap,
                                                            telemetry=sampler.snapshot())),
-                on_measure_start=window_opens)
+                on_measure_start=window_opens,
+                card=card_watch(workload, measurement, sampler))
         finally:
             outcome.telemetry_peaks = sampler.stop().peaks
     measurement.server_after, measurement.prefix_after = scrape_window(metrics_url)
@@ -115,6 +123,17 @@ def measure_endpoint(base_url: str, model_name: str, workload: dict,
     measurement.client_lag = result.client_lag
     measurement.warmup = result.warmup
     return result
+
+
+def card_watch(workload: dict, measurement: RunRecords,
+               sampler: TelemetrySampler) -> CardWatch | None:
+    """The steady warm-up's wait for a steady card, reading the window's telemetry samples;
+    None when there is no steady warm-up (``warmup_steady_max_s``) or no card check
+    (``warmup_card_max_s`` null)."""
+    max_s = workload.get("warmup_card_max_s")
+    if not workload.get("warmup_steady_max_s") or not max_s:
+        return None
+    return CardWatch(lambda: measurement.series, float(max_s), nvml=sampler.gpu_available())
 
 
 def scrape_window(metrics_url: str) -> tuple[dict[str, Histogram] | None, dict | None]:
@@ -159,7 +178,8 @@ def finish_metrics(measurement: RunRecords, workload: dict, recipe: Recipe,
 def window_checks(measurement: RunRecords, workload: dict,
                   steady: dict[str, Any] | None) -> dict[str, Any]:
     """``server_window`` (vLLM's histogram counts and sums over the window), ``server_check``,
-    ``feed``, ``client_lag`` and ``load_average`` of one window."""
+    ``feed``, ``client_lag``, ``load_average`` and ``thermals`` (per GPU over the steady
+    window, else from its opening) of one window."""
     server = window_delta(measurement.server_before, measurement.server_after)
     closed_loop = str(workload.get("request_rate", "inf")) == "inf"
     start, end = (steady["start"], steady["end"]) if steady else (None, None)
@@ -173,4 +193,6 @@ def window_checks(measurement: RunRecords, workload: dict,
         "prefix_cache": prefix_cache_window(measurement.prefix_before, measurement.prefix_after),
         "warmup": measurement.warmup,
         "load_average": dict(measurement.load_average),
+        "thermals": [row.to_dict() for row in window_thermals(
+            samples_of(measurement.series), start or measurement.opened_at, end)] or None,
     }

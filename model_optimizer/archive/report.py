@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from model_optimizer.shown import printable
+from model_optimizer.telemetry.cardwatch import card_line
 from model_optimizer.telemetry.prefix_cache import prefix_cache_line
 
 _LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
@@ -57,8 +58,8 @@ def _server_row(name: str, row: dict) -> str:
 
 def check_lines(metrics: dict) -> list[str]:
     """The window's checks in words (docs/figures.md): a TPOT the client could not time,
-    the client's means against vLLM's own, whether the server was fed, the client's lag
-    and the machine's load."""
+    the client's means against vLLM's own, whether the server was fed, the client's lag,
+    the machine's load and, on a GPU, the cards' temperature and clock."""
     lines = [metrics["tpot_note"]] if metrics.get("tpot_note") else []
     check = metrics.get("server_check")
     if check:
@@ -79,6 +80,8 @@ def check_lines(metrics: dict) -> list[str]:
         lines.append(f"client lag p50 {fmt(lag.get('client_lag_p50_ms'))} ms, p99 "
                      f"{fmt(lag.get('client_lag_p99_ms'))} ms; load average "
                      f"{fmt(load.get('before'), 2)} -> {fmt(load.get('after'), 2)}")
+    if (card := card_line(metrics)) is not None:
+        lines.append(card)
     return lines + cache_and_trace_lines(metrics)
 
 

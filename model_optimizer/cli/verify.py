@@ -81,6 +81,10 @@ def verify_command(
     set its pace) is not judged: "not judged: client-bound (...)", exit 2, with how to
     measure the engine instead.
 
+    On a GPU the SM clocks of both windows are compared: figures taken at different clocks
+    (or with none recorded on one side) are still judged, and the verdict says so ("taken
+    at different clocks: SM 1980 vs 1755 MHz"; --json: clocks).
+
     Exit codes: 0 the revision holds; 2 bad input (no validated block, a preflight
     refusal, a dead --url) or a client-bound window, not judged; 3 the server failed to
     start; 4 a figure regressed beyond the noise (named, with its interval); 5 the engine

@@ -33,6 +33,14 @@ server's, not the engine's, so neither a regression nor a hold read from it is e
 about the engine. Its figures are still compared and shown, each marked not judged, and the
 verdict names the figures of the check (:func:`client_bound`).
 
+**Clocks.** On a GPU each window records its cards' temperature and SM clock
+(``metrics.json`` ``thermals``); the verdict compares the SM clocks of both windows
+(:func:`..telemetry.thermal.compare_clocks`: the same clock within 2%) and says so when they
+differ or one side recorded none (``clocks``), e.g. "taken at different clocks: SM 1980 vs
+1755 MHz". It does not change the verdict: a card that runs slower in production serves
+slower, which is what a verification is for, and the note tells the reader to look at the
+card before the recipe. Without a GPU on either side there is nothing to say (None).
+
 The runs of one machine swing by 20-60% between runs minutes apart (docs/design.md
 section 4); a fixed tolerance under that noise calls noise a regression, which is why there
 is none here.
@@ -46,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from model_optimizer.crosscheck import STARVED_LIMIT
 from model_optimizer.history import stats
 from model_optimizer.history.diff import latency_samples_ms
+from model_optimizer.telemetry.thermal import ClockComparison, compare_clocks
 
 #: the figures judged: (metrics.json key, +1 when higher is better, -1 when lower is)
 CHECKED = (("qps", 1), ("output_tok_s", 1), ("ttft_p50_ms", -1), ("tpot_p50_ms", -1),
@@ -126,6 +135,13 @@ class Verdict:
     checks: list[FigureCheck] = field(default_factory=list)
     archived_cv: float | None = None
     client_bound: dict | None = None  # the measured window's feed check, when client-bound
+    clocks: ClockComparison | None = None  # the SM clocks of both windows (GPU runs)
+
+    @property
+    def clock_note(self) -> str | None:
+        """``taken at different clocks: SM 1980 vs 1755 MHz`` when the clocks differ or one
+        side has none; None when they are the same or neither side ran on a GPU."""
+        return self.clocks.text if self.clocks is not None and not self.clocks.same else None
 
     @property
     def regressed(self) -> list[FigureCheck]:
@@ -159,6 +175,7 @@ class Verdict:
         """JSON form."""
         return {"verdict": self.word, "holds": self.holds, "reason": self.reason,
                 "client_bound": self.client_bound,
+                "clocks": self.clocks.to_dict() if self.clocks else None,
                 "regressed": [c.metric for c in self.regressed],
                 "archived_cv": self.archived_cv, "checks": [c.to_dict() for c in self.checks],
                 "rule": "regressed when worse than validated by more than the noise: the "
@@ -260,10 +277,12 @@ def _not_judged(check: FigureCheck) -> FigureCheck:
 def judge(validated: Evidence, measured: Evidence,
           archived_cv: float | None = None) -> Verdict:
     """Every figure of :data:`CHECKED`, the measured side against the validated one; every
-    one not judged when the measured window was client-bound (module docstring)."""
+    one not judged when the measured window was client-bound; the SM clocks of both sides
+    compared (module docstring)."""
     checks = [judge_figure(key, sign, validated, measured, archived_cv)
               for key, sign in CHECKED]
     bound = client_bound(measured)
     if bound is not None:
         checks = [_not_judged(check) for check in checks]
-    return Verdict(checks, archived_cv, bound)
+    clocks = compare_clocks(validated.metrics.get("thermals"), measured.metrics.get("thermals"))
+    return Verdict(checks, archived_cv, bound, clocks)

@@ -6,7 +6,8 @@ lag, the client's resolution). What one request measures is defined in ``load.st
 
 Load shapes: warm-up requests first (closed loop, excluded from the measurement, passed to
 ``on_record`` with ``warmup=True``), then, with ``warmup_steady_max_s``, more warm-up until
-throughput is steady (``load.warmup``), then the measured window:
+throughput is steady (``load.warmup``; with a ``card`` gate, until the GPU is steady too), then
+the measured window:
 
 - ``request_rate: inf``: closed loop keeping ``concurrency`` requests in flight (None -> 1).
 - a number: open loop with seeded Poisson arrivals at that rate, capped at ``concurrency`` in
@@ -52,7 +53,7 @@ from model_optimizer.load.stream import (
     idle_error,
     idle_timeout,
 )
-from model_optimizer.load.warmup import SteadyWarmup
+from model_optimizer.load.warmup import CardGate, SteadyWarmup
 from model_optimizer.load.workload import WorkItem, api_headers, header_secrets, prompts_needed
 
 PROGRESS_INTERVAL_S = 0.5
@@ -90,7 +91,8 @@ class _LoadRun:
     def __init__(self, base_url: str, model: str, workload: Mapping[str, Any],
                  prompts: Sequence[Any], on_record: RecordCallback | None,
                  should_stop: StopCallback | None, on_progress: ProgressCallback | None,
-                 on_measure_start: Callable[[], None] | None = None):
+                 on_measure_start: Callable[[], None] | None = None,
+                 card: CardGate | None = None):
         if not prompts:
             raise ValueError("run_load needs at least one prompt")
         if workload.get("num_requests") is None and workload.get("duration_s") is None:
@@ -111,6 +113,7 @@ class _LoadRun:
         self.warmup_count = int(workload.get("warmup_requests") or 0)
         self.warmup_steady_s = workload.get("warmup_steady_max_s")
         self.warmup: SteadyWarmup | None = None
+        self.card = card  # waited for during the steady warm-up (load.warmup)
         self.warmup_deadline_perf: float | None = None
         self.on_record, self.should_stop, self.on_progress = on_record, should_stop, on_progress
         self.clock = Clock()
@@ -163,7 +166,8 @@ class _LoadRun:
         if self.warmup_count:
             await self._phase(warmup=True, count=self.warmup_count, rate=None, deadline=None)
         if self.warmup_steady_s and self.stop_reason is None:  # then until steady
-            self.warmup = SteadyWarmup(self.clock.perf(), float(self.warmup_steady_s))
+            self.warmup = SteadyWarmup(self.clock.perf(), float(self.warmup_steady_s),
+                                       card=self.card)
             await self._phase(warmup=True, count=None, rate=None, deadline=None)
         if self.stop_reason is not None:
             return
@@ -450,6 +454,7 @@ async def run_load(
     should_stop: StopCallback | None = None,
     on_progress: ProgressCallback | None = None,
     on_measure_start: Callable[[], None] | None = None,
+    card: CardGate | None = None,
 ) -> LoadResult:
     """Run the recipe's ``workload`` against ``base_url`` and return every record.
 
@@ -459,11 +464,12 @@ async def run_load(
     stops sending, cancels in-flight requests (recorded as failed, ``cancelled: <reason>``)
     and returns with ``stopped_reason`` set. ``on_progress`` gets ``snapshot()`` dicts about
     twice a second. ``on_measure_start`` runs (blocking, briefly) when the measured window
-    opens, after the warm-up drained. Request failures become failed records; cancellation
-    of the caller propagates after cancelling the in-flight requests.
+    opens, after the warm-up drained. ``card``: with ``warmup_steady_max_s``, the steady
+    warm-up also waits for it (``load.warmup.CardGate``). Request failures become failed
+    records; cancellation of the caller propagates after cancelling the in-flight requests.
     """
     run = _LoadRun(base_url, model, workload, prompts, on_record, should_stop, on_progress,
-                   on_measure_start)
+                   on_measure_start, card)
     return await run.run()
 
 
@@ -477,8 +483,9 @@ def run_load_sync(
     should_stop: StopCallback | None = None,
     on_progress: ProgressCallback | None = None,
     on_measure_start: Callable[[], None] | None = None,
+    card: CardGate | None = None,
 ) -> LoadResult:
     """``run_load`` in a fresh event loop (``asyncio.run``), for synchronous callers."""
     return asyncio.run(run_load(base_url, model, workload, prompts, on_record=on_record,
                                 should_stop=should_stop, on_progress=on_progress,
-                                on_measure_start=on_measure_start))
+                                on_measure_start=on_measure_start, card=card))

@@ -160,6 +160,7 @@ class WorkloadSpec(_Spec):
     max_duration_s: Number | None = None
     warmup_requests: int = 4
     warmup_steady_max_s: Number | None = None
+    warmup_card_max_s: Number | None = 120
     request_timeout_s: Number = 300
     idle_timeout_s: Number | None = 60
     seed: int = 0

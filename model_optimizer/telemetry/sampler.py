@@ -15,6 +15,9 @@ Sample keys (all but `t` may be None):
     rss_bytes              RSS of the server process and its descendants
     gpu_mem_used_bytes     memory used on the probed GPUs (all processes, summed over devices)
     gpu_proc_mem_bytes     GPU memory held by the server's process tree, where NVML reports it
+    gpu_thermals           per GPU: index, temperature_c, sm_clock_mhz, mem_clock_mhz, power_w,
+                           gpu_busy_pct (``NvmlProbe.thermals``; the warm-card check,
+                           ``telemetry.thermal``, reads it)
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ VLLM_KEYS = ("kv_cache_usage_perc", "num_preemptions_total", "num_requests_runni
              "num_requests_waiting", "generation_tokens_total")
 HOST_KEYS = ("rss_bytes",)
 GPU_KEYS = ("gpu_mem_used_bytes", "gpu_proc_mem_bytes")
-SAMPLE_KEYS = ("t", *VLLM_KEYS, *HOST_KEYS, *GPU_KEYS)
+THERMAL_KEYS = ("gpu_thermals",)
+SAMPLE_KEYS = ("t", *VLLM_KEYS, *HOST_KEYS, *GPU_KEYS, *THERMAL_KEYS)
 _COUNT_KEYS = ("num_preemptions_total", "num_requests_running", "num_requests_waiting",
                "generation_tokens_total")
 
@@ -53,6 +57,7 @@ class Sample(TypedDict, total=False):
     rss_bytes: int | None
     gpu_mem_used_bytes: int | None
     gpu_proc_mem_bytes: int | None
+    gpu_thermals: list[dict[str, Any]] | None
 
 
 def _max_of(series: list[Sample], key: str) -> Any:
@@ -158,6 +163,13 @@ class TelemetrySampler:
         """Host RSS of the server process tree; None without a PID or once it has exited."""
         return {"rss_bytes": process_tree_rss(self.pid) if self.pid is not None else None}
 
+    def gpu_available(self) -> bool:
+        """Whether NVML answers here (the GPU fields of the samples can be filled)."""
+        try:
+            return self._nvml.available()
+        except Exception:
+            return False
+
     def _gpu_fields(self) -> dict[str, Any]:
         """GPU memory used, and the part held by the server's process tree; None without NVML."""
         if not self._nvml.available():
@@ -165,6 +177,12 @@ class TelemetrySampler:
         pids = process_tree_pids(self.pid) if self.pid is not None else set()
         gpu = self._nvml.sample(pids)
         return {key: gpu.get(key) for key in GPU_KEYS}
+
+    def _thermal_fields(self) -> dict[str, Any]:
+        """Each device's temperature, clocks, power and busy share; None without NVML."""
+        if not self._nvml.available():
+            return dict.fromkeys(THERMAL_KEYS)
+        return {"gpu_thermals": self._nvml.thermals() or None}
 
     def _guarded(self, probe: Callable[[], dict[str, Any]], keys: tuple[str, ...]) -> dict:
         """Run one probe; on any error give None for its keys (logged once per probe)."""
@@ -183,6 +201,7 @@ class TelemetrySampler:
         sample.update(self._guarded(self._scrape_fields, VLLM_KEYS))
         sample.update(self._guarded(self._rss_fields, HOST_KEYS))
         sample.update(self._guarded(self._gpu_fields, GPU_KEYS))
+        sample.update(self._guarded(self._thermal_fields, THERMAL_KEYS))
         return sample
 
     def _record(self, sample: Sample) -> None:

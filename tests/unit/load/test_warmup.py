@@ -3,6 +3,8 @@ mock server."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from model_optimizer.load.client import run_load_sync
@@ -60,3 +62,32 @@ def test_the_client_warms_up_until_steady_then_measures():
     assert len(result.warmup_records) > 2 and len(result.records) == 8
     assert all(r.sent_at >= max(w.finished_at for w in result.warmup_records) - 1e-6
                for r in result.records)  # the window opens after the warm-up drained
+
+
+class HeldGate:
+    """A card gate that is done ``hold_s`` seconds after the warm-up began (real time)."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s, self.began, self.polls = hold_s, None, 0
+
+    def begin(self) -> None:
+        self.began = time.monotonic()
+
+    def done(self) -> bool:
+        self.polls += 1
+        return time.monotonic() - self.began >= self.hold_s
+
+    def summary(self) -> dict:
+        return {"verdict": "steady", "polls": self.polls}
+
+
+@pytest.mark.slow
+def test_the_client_keeps_warming_up_until_the_card_gate_is_done():
+    workload = {"prompt_tokens": 8, "output_tokens": 8, "concurrency": 2, "num_requests": 4,
+                "warmup_requests": 1, "warmup_steady_max_s": 1}
+    gate = HeldGate(3.0)
+    with MockServer(ttft_s=0.005, itl_s=0.002) as server:
+        result = run_load_sync(server.url, "mock-model", workload, ["a prompt"] * 4, card=gate)
+    assert result.warmup["verdict"] == "not steady"  # throughput gave up at 1 s ...
+    assert 3.0 <= result.warmup["seconds"] < 6  # ... the card held the warm-up to 3 s
+    assert result.warmup["card"]["polls"] > 10 and len(result.records) == 4

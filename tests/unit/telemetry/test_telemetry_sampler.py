@@ -236,6 +236,12 @@ def _eventually(condition, timeout_s: float = 5.0) -> bool:
 
 
 def test_the_sample_type_names_every_key_once_in_order():
-    from model_optimizer.telemetry.sampler import GPU_KEYS, HOST_KEYS, VLLM_KEYS, Sample
+    from model_optimizer.telemetry.sampler import (
+        GPU_KEYS,
+        HOST_KEYS,
+        THERMAL_KEYS,
+        VLLM_KEYS,
+        Sample,
+    )
     assert tuple(Sample.__annotations__) == SAMPLE_KEYS == ("t", *VLLM_KEYS, *HOST_KEYS,
-                                                            *GPU_KEYS)
+                                                            *GPU_KEYS, *THERMAL_KEYS)
