@@ -74,12 +74,15 @@ def print_split(outcome: SplitOutcome) -> None:
     console.print(rounds_table(outcome))
     console.print(changes_table(outcome))
     colour = {SPLIT: "green", NO_SPLIT: "yellow"}.get(outcome.verdict.verdict, "red")
-    console.print(f"[bold {colour}]{escape(outcome.verdict.words)}[/]", highlight=False)
+    # one line at any width, so the verdict can be read (and grepped) whole
+    console.print(f"[bold {colour}]{escape(outcome.verdict.words)}[/]", highlight=False,
+                  soft_wrap=True)
     failed = outcome.run.failed
     if failed is not None:
         console.print(f"stopped: a window failed ({escape(failed.status)}); its archive is "
                       f"{escape(str(failed.archive))}", highlight=False)
-    console.print(f"archive: {escape(str(outcome.run.archive))}", highlight=False)
+    console.print(f"archive: {escape(str(outcome.run.archive))}", highlight=False,
+                  soft_wrap=True)
 
 
 @handle_errors

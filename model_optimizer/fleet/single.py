@@ -24,11 +24,12 @@ from model_optimizer.fleet.load import is_fleet_document, shared_of
 from model_optimizer.fleet.members import KV_SPACE_ENV, member_recipe
 from model_optimizer.fleet.rules import workload_classes
 from model_optimizer.fleet.spec import LoadedFleet
-from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.recipe import LoadedRecipe, Variation
 from model_optimizer.recipe.yamlsource import read_yaml_file
 
 SINGLE = "single"
 SHARES = ("kv_cache_gib", "gpu_memory_utilization")
+_WHOLE = "the single server: the fleet's instances summed"
 
 
 def single_server(fleet: LoadedFleet, recipe: str | Path | None = None) -> LoadedRecipe:
@@ -87,9 +88,8 @@ def _whole_machine(fleet: LoadedFleet, name: str) -> dict:
     instance = {**fleet.resolved["instances"][name], **summed_shares(fleet), "port": 0}
     knobs = _engine_sums(fleet)
     if instance.get("recipe"):
-        sets = [f"engine.{key}={value}" for key, value in knobs.items()]
-        instance["set"] = [*(instance.get("set") or []), *sets,
-                           f"model.served_name={fleet.router.model}"]
+        sets = [Variation(f"engine.{key}", value, _WHOLE) for key, value in knobs.items()]
+        instance["set"] = [*(instance.get("set") or []), *sets, _served_as(fleet)]
     else:
         instance["engine"] = {**(instance.get("engine") or {}), **knobs}
         instance["model"] = {**(instance.get("model") or {}),
@@ -109,8 +109,13 @@ def _declared(fleet: LoadedFleet, path: Path) -> dict:
     engine = (data.get("engine") if isinstance(data, dict) else None) or {}
     own = isinstance(engine, dict) and (engine.get("gpu_memory_utilization") is not None
                                         or KV_SPACE_ENV in (engine.get("env") or {}))
-    return {"recipe": str(path.resolve()), "set": [f"model.served_name={fleet.router.model}"],
+    return {"recipe": str(path.resolve()), "set": [_served_as(fleet)],
             "port": 0, **({} if own else summed_shares(fleet))}
+
+
+def _served_as(fleet: LoadedFleet) -> Variation:
+    """The single server answers to the model name clients ask the router for."""
+    return Variation("model.served_name", fleet.router.model, "the router's model name")
 
 
 def _named(loaded: LoadedRecipe, name: str) -> LoadedRecipe:

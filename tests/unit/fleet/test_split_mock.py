@@ -130,7 +130,8 @@ def test_split_runs_both_arms_in_alternating_rounds_and_archives_every_window(
     report = (archive / "report.md").read_text()
     assert f"**Verdict: {verdict['words']}**" in report
     assert (archive / "manifest.json").is_file()
-    assert verdict["words"] in result.output and "paired by round" in result.output
+    assert verdict["words"] in result.output  # one line at any width
+    assert "paired by round" in " ".join(result.output.split())  # a table title may wrap
 
 
 def no_router_needed(monkeypatch) -> None:
