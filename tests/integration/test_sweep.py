@@ -85,3 +85,21 @@ def test_sweep_stops_at_the_memory_ceiling(recipe_copy, tmp_path):
         if check["metric"] in regressed["regressed"]:
             assert check["worse_by"] > check["noise"] > 0
             assert check["measured_half_width"] is not None
+
+    # issue 39: a faked vLLM version in the validated block (in another configuration than
+    # the one just verified, so no verification here covers it) takes the re-verification
+    # path on the real install: `status` proposes `mopt verify`, `apply --strict` refuses
+    # before launching anything
+    version = load_recipe(recipe_copy).resolved["validated"]["vllm_version"]
+    faked = recipe_copy.read_text().replace(f"vllm_version: {version}", "vllm_version: 0.0.1")
+    faked = faked.replace("ttft_p99_ms: 5000", "ttft_p99_ms: 5001")
+    assert "vllm_version: 0.0.1" in faked and "ttft_p99_ms: 5001" in faked
+    recipe_copy.write_text(faked)
+    status = run_mopt("status", "--runs-dir", str(runs), "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    report = json.loads(status.stdout)
+    assert Path(report["current"]["path"]).resolve() == recipe_copy.resolve(), report
+    assert report["next"][0]["command"] == "mopt verify", report["next"]
+    refused = run_mopt("apply", str(recipe_copy), "--runs-dir", str(runs), "--strict")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "run `mopt verify`" in refused.stdout + refused.stderr
