@@ -61,9 +61,11 @@ def sweep(
     strategy: Annotated[str | None, typer.Option(
         help=strategy_help())] = None,
     budget: Annotated[float | None, typer.Option(
-        min=0.1, help="Minutes to spend searching and deciding (default: the recipe's "
-                      "sweep.budget, 15): the top candidates are measured interleaved, a pair "
-                      "of windows at a time, until the choice is resolved or this is spent.")]
+        min=0.1, help="Minutes the sweep may take, its confirmation included (default: "
+                      "the recipe's sweep.budget, 15): no window or launch starts that the "
+                      "time left cannot hold; the top candidates are measured interleaved, a "
+                      "pair of windows at a time, until the choice is resolved or this is "
+                      "spent.")]
     = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Write nothing when the choice is not resolved (the noise unknown, "

@@ -96,7 +96,9 @@ def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None
 
 
 def _spent(bench: Bench, budget_min: float | None) -> Callable[[], bool]:
-    """True once the simulated clock has passed the budget (the session's ``out_of_time``)."""
+    """True once the simulated clock has passed the budget (the session's ``out_of_time``:
+    the rule the published tables were measured with; the live sweep now also counts the
+    next step and the confirmation, ``sweep/budget.py``)."""
     return lambda: budget_min is not None and bench.clock > budget_min * 60
 
 

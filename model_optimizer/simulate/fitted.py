@@ -30,8 +30,10 @@ THRESHOLD, CONFIRM_S, MAX_SERVER_LAUNCHES = 0.05, 60.0, 3
 
 def run_fitted(bench: Bench, seed: int, budget_min: float | None = None):
     """One probe-fit search of a numeric curve (a categorical knob is relaunched by
-    ``simulate.drive``), its windows stopped by ``budget_min`` simulated minutes as the
-    loop's are (the knee is then fitted on what was measured)."""
+    ``simulate.drive``), its windows stopped by ``budget_min`` simulated minutes (once
+    passed, the published tables' rule; the live loop stops a step earlier, counting the
+    next window and the confirmation, ``sweep/budget.py``), the knee then fitted on what
+    was measured."""
     curve = bench.curve
     ceiling, server = curve.high, None
     for _ in range(MAX_SERVER_LAUNCHES - 1):

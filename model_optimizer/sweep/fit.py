@@ -63,13 +63,21 @@ class Knee:
     fitted: float = 0.0              # fitted throughput at the knee (drift removed)
     cut: bool = False                # the best may lie above a lowered scan ceiling
     misfit: dict | None = None       # a level the curve misses beyond its noise (fitcheck)
+    budget_spent: bool = False       # the time budget ended the scan before it finished
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
         return asdict(self)
 
     def verdict(self) -> str:
-        """One sentence for the terminal and the report."""
+        """One sentence for the terminal and the report (saying so when the budget ended
+        the scan)."""
+        ended = (f" (the time budget ended the scan at {self.windows} windows)"
+                 if self.budget_spent else "")
+        return self._words() + ended
+
+    def _words(self) -> str:
+        """Resolved, contradicted by its windows, cut by a lowered ceiling, or noisy."""
         band = f"{self.band[0]}..{self.band[1]}"
         if self.resolved:
             return (f"knee {self.value} (band {band}; at least {self.share_low:.0%} of the "

@@ -1,9 +1,10 @@
 """The sweep loop: ask the strategy for a value, measure it, repeat; then choose, confirm the
 choice with a sustained run and write it as a recipe revision.
 
-The archive, ``state.json``, the clock, the time budget and sealing are the search core's
-(:class:`~model_optimizer.search.session.SearchSession`); the steps and the sweep's own state
-(config, history, decisions) are ``sweep/steps.py``'s; the search is the registered strategy's
+The archive, ``state.json``, the clock and sealing are the search core's
+(:class:`~model_optimizer.search.session.SearchSession`); the steps, the sweep's own state
+(config, history, decisions) and the time budget checked before each step are
+``sweep/steps.py``'s and ``sweep/budget.py``'s; the search is the registered strategy's
 (``sweep/strategies/``), the choice and its confirmation ``sweep/choice.py``'s. Because the
 strategy is a pure function of the history, a resumed sweep ends exactly where an
 uninterrupted one would have.

@@ -30,7 +30,9 @@ class SweepState(SearchState):
     ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
     knee: dict | None = None            # probe-fit: the fitted knee (sweep/fit.py Knee)
     strict: bool = False                # refuse to write a choice that is not resolved
-    budget: float | None = None         # minutes for the search and the re-measurement
+    budget: float | None = None         # minutes for the whole sweep (sweep/budget.py)
+    step_seconds: list[float] = field(default_factory=list)  # one per history entry
+    server_start_s: float | None = None  # probe: the scan server's measured start
 
     def to_dict(self) -> dict:
         """JSON form for state.json."""

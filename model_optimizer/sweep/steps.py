@@ -1,5 +1,6 @@
 """One sweep's steps: measure a value (relaunched, or a level on the live scan server),
-record it and the decision that asked for it, and tell the display. Every strategy
+record it (with the seconds it took) and the decision that asked for it, tell the display,
+and check the time budget before the next one (``sweep/budget.py``). Every strategy
 (``sweep/strategies/``) and the confirmation (``sweep/choice.py``) take their steps here.
 """
 
@@ -13,6 +14,7 @@ from model_optimizer.measure import Measurement, variant
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.search.knobs import engine_overrides
 from model_optimizer.search.session import SearchSession
+from model_optimizer.sweep.budget import BudgetCheck, budget_check
 from model_optimizer.sweep.probe import ProbeServer
 from model_optimizer.sweep.state import SweepState, point_of
 
@@ -38,6 +40,7 @@ class SweepSteps:
 
     def measure_step(self, value, phase: str) -> None:
         """Measure ``value``, append its point and figures to the state, save, tell."""
+        started = self.session.elapsed()
         if self.probe is not None:  # a level on the live scan server
             self.session.sample_load()
             point, figures = self.probe.measure(value, phase)
@@ -49,9 +52,20 @@ class SweepSteps:
         self.state.figures[str(point.value)] = figures
         self.state.step_figures.append(figures)
         self.state.history.append(point)
+        self.state.step_seconds.append(round(self.session.elapsed() - started, 3))
         self.session.save()
         self.emit(SweepStepDone(point.value, point.status, point.metric, point.failure_kind,
                                 point.half_width))
+
+    def budget_spent(self) -> BudgetCheck | None:
+        """The budget check when the time left cannot hold the next step and the
+        confirmation (``sweep/budget.py``); None while it can, or without a budget."""
+        state, workload = self.state, self.loaded.spec.workload
+        check = budget_check(state.budget, self.session.elapsed(), state.history,
+                             state.step_seconds, window_s=float(workload.duration_s or 0),
+                             confirm_s=float(self.settings.confirm_duration_s or 0),
+                             server_start_s=state.server_start_s)
+        return None if check is None or check.fits else check
 
     def emit_step(self, value, phase: str | None, reason: str) -> None:
         """The ``step`` event; categorical values give the total and an ETA."""

@@ -35,10 +35,12 @@ class ProbeScan(Relaunch):
             probe = ProbeServer(steps.loaded, steps.session.steps_dir, int(state.config.max),
                                 state.objective, steps.session.archive.id, steps.emit,
                                 steps.engine_factory)
+            launching = steps.session.elapsed()
             with probe:
                 state.server_launches += 1
                 steps.session.save()
-                if probe.started:
+                if probe.started:  # its start is what the confirmation's launch will take
+                    state.server_start_s = round(steps.session.elapsed() - launching, 3)
                     steps.probe = probe
                     self.scan()
                     state.scan_finished = True

@@ -1,9 +1,11 @@
 """``relaunch``: one launch per value. The pure strategy (``sweep/strategy.py``) grows the
 knob and bisects; the top candidates are then re-measured interleaved until the choice's
-margin is shown or the budget is spent (``sweep/decide.py``)."""
+margin is shown or the budget is spent (``sweep/decide.py``). No step starts that the time
+left cannot hold with the confirmation (``sweep/budget.py``)."""
 
 from __future__ import annotations
 
+from model_optimizer.sweep.budget import STOP_BUDGET
 from model_optimizer.sweep.decide import PHASE_REMEASURE, remeasure_plan
 from model_optimizer.sweep.strategies import SweepStrategy
 from model_optimizer.sweep.strategy import next_value
@@ -21,17 +23,18 @@ class Relaunch(SweepStrategy):
 
     def grow(self) -> None:
         """Ask the pure strategy for values until it stops or the time budget is spent."""
-        state, session = self.state, self.steps.session
+        state = self.state
         if any(point.phase == PHASE_REMEASURE for point in state.history):
             return  # resumed after the search had finished
         while True:
             decision = next_value(state.config, state.history)
-            out_of_time = session.out_of_time(state.budget)
-            if decision.value is None or out_of_time:
-                reason = decision.reason if decision.value is None else (
-                    f"time budget of {state.budget} min spent")
-                self.steps.record_decision(None, decision.phase, reason, decision.stop_rule
-                                           or "budget")
+            if decision.value is None:
+                self.steps.record_decision(None, decision.phase, decision.reason,
+                                           decision.stop_rule or STOP_BUDGET)
+                return
+            if (spent := self.steps.budget_spent()) is not None:
+                self.steps.record_decision(None, decision.phase, f"{spent.words()}; next "
+                                           f"would have been: {decision.reason}", STOP_BUDGET)
                 return
             self.steps.take(decision.value, decision.phase, decision.reason,
                             decision.stop_rule)
@@ -46,11 +49,13 @@ class Relaunch(SweepStrategy):
         while plan := remeasure_plan(config.plateau_threshold, state.history,
                                      self.steps.settings.remeasure_rounds):
             used = sum(point.launches for point in state.history)
+            spent = self.steps.budget_spent()
             if (config.max_launches is not None and used >= config.max_launches) \
-                    or session.out_of_time(state.budget):
+                    or spent is not None:
+                why = spent.words() if spent else f"{session.elapsed() / 60:.1f} min used"
                 self.steps.record_decision(None, PHASE_REMEASURE, f"re-measurement stopped "
-                                           f"by the budget ({used} launches, "
-                                           f"{session.elapsed() / 60:.1f} min used)", "budget")
+                                           f"by the budget ({used} launches; {why})",
+                                           STOP_BUDGET)
                 return
             partner = next((v for v in plan if v != plan[0]), None)
             if partner is None:  # the last window of a round: its partner was measured last

@@ -55,6 +55,11 @@ def test_probe_scan_sweep_on_the_mock_engine(tmp_path):
     assert remeasured == [row["value"] for row in summary["steps"]
                           if row["phase"] == "remeasure"]
     assert summary["noise"]["values"] == len(set(remeasured))
+    # the budget's clock: the scan server's start (the confirmation's reserve) and every
+    # level's seconds, each at least its 1 s window (sweep/budget.py)
+    assert state["server_start_s"] > 0
+    assert len(state["step_seconds"]) == len(state["history"])
+    assert all(seconds >= 1 for seconds in state["step_seconds"])
     assert outcome.written and outcome.chosen.value == confirms[0]["value"]
     assert load_recipe(tmp_path / "out.yaml").resolved["engine"]["max_num_seqs"] == \
         outcome.chosen.value
