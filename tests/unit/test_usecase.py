@@ -4,12 +4,15 @@ refuses before anything launches, and the exit code it merges."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from model_optimizer.errors import EXIT_SLO_FAILED, UsageError
-from model_optimizer.usecase import ApplyResult, Notice, sweep
+from model_optimizer.errors import EXIT_SLO_FAILED, EXIT_USAGE, UsageError
+from model_optimizer.usecase import ApplyResult, Notice, needs_retune, sweep, verify
 from model_optimizer.usecase.notices import DRIFT, tell
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_resumed_sweep_takes_no_recipe_and_a_new_one_needs_one(tmp_path):
@@ -45,3 +48,16 @@ def test_apply_s_exit_code_is_the_run_s_unless_quality_failed_a_run_that_met_its
     assert ApplyResult(_Outcome(0), _Eval(True, False)).exit_code == EXIT_SLO_FAILED  # type: ignore[arg-type]
     assert ApplyResult(_Outcome(0), _Eval(False, None)).exit_code == EXIT_SLO_FAILED  # type: ignore[arg-type]
     assert ApplyResult(_Outcome(3), _Eval(False, None)).exit_code == 3  # type: ignore[arg-type]
+
+
+def test_verify_refuses_a_revision_never_validated_before_anything_is_archived(tmp_path):
+    runs = tmp_path / "runs"
+    with pytest.raises(UsageError, match="has no validated block"):
+        verify(ROOT / "recipes" / "tiny-cpu.yaml", runs_base=runs, force=True)
+    assert not runs.exists()
+
+
+def test_only_a_regression_is_retuned():
+    assert needs_retune(SimpleNamespace(exit_code=EXIT_SLO_FAILED))  # type: ignore[arg-type]
+    for code in (0, EXIT_USAGE, 3, 5):  # holds, not judged (client-bound), a failed run
+        assert not needs_retune(SimpleNamespace(exit_code=code))  # type: ignore[arg-type]
