@@ -66,14 +66,6 @@ def prepare_launch(recipe: Path | None, overrides: Overrides | None, command: st
     return loaded
 
 
-def check_resume(search_dir: Path, force: bool) -> None:
-    """Preflight the recipe an interrupted search will relaunch (exit 2 on a refusal)."""
-    from model_optimizer.cli.outcomes import print_notice
-    from model_optimizer.usecase.search import check_resume as preflight_resume
-
-    preflight_resume(search_dir, force, print_notice)
-
-
 @dataclass(frozen=True)
 class SearchArgs:
     """What ``mopt sweep`` and ``mopt tune`` are given besides their own flags: RECIPE or
@@ -87,8 +79,3 @@ class SearchArgs:
     model_config: Path | None
     force: bool
     no_quality_gate: bool
-
-    def prepare(self, command: str, as_json: bool) -> LoadedRecipe:
-        """Choose (announce), load and preflight the recipe the search launches."""
-        return prepare_launch(self.recipe, self.overrides, command, self.force, self.runs_dir,
-                              as_json)

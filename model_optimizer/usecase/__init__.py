@@ -7,8 +7,9 @@ from model_optimizer.usecase.bench import BenchRecipe, WorkloadFlags, bench, ben
 from model_optimizer.usecase.notices import Notice
 from model_optimizer.usecase.rollback import RollbackOutcome, rollback
 from model_optimizer.usecase.sweep import sweep
+from model_optimizer.usecase.tune import tune
 from model_optimizer.usecase.verify import needs_retune, retune, verify
 
 __all__ = ["ApplyResult", "BenchRecipe", "Notice", "RollbackOutcome", "WorkloadFlags",
            "apply", "apply_fleet", "bench", "bench_recipe", "needs_retune", "retune",
-           "rollback", "sweep", "verify"]
+           "rollback", "sweep", "tune", "verify"]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from model_optimizer.errors import EXIT_SLO_FAILED, EXIT_USAGE, UsageError
-from model_optimizer.usecase import ApplyResult, Notice, needs_retune, sweep, verify
+from model_optimizer.usecase import ApplyResult, Notice, needs_retune, sweep, tune, verify
 from model_optimizer.usecase.notices import DRIFT, tell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +22,19 @@ def test_a_resumed_sweep_takes_no_recipe_and_a_new_one_needs_one(tmp_path):
         sweep(overrides=["engine.max_num_seqs=8"], resume=tmp_path)
     with pytest.raises(UsageError, match="give a recipe"):
         sweep()
+
+
+def test_a_resumed_tune_takes_only_a_larger_budget_and_a_new_one_needs_a_recipe(tmp_path):
+    from model_optimizer.tune.space import TuneFlags
+
+    for flags in (TuneFlags(sampler="random"), TuneFlags(seed=1), TuneFlags(max_minutes=5),
+                  TuneFlags(strategy="scan")):
+        with pytest.raises(UsageError, match="give no RECIPE, --set, --sampler"):
+            tune(flags=flags, resume=tmp_path)
+    with pytest.raises(UsageError, match="give no RECIPE, --set, --sampler"):
+        tune(Path("recipes/tiny-cpu.yaml"), resume=tmp_path)
+    with pytest.raises(UsageError, match="give a recipe"):
+        tune(flags=TuneFlags(n_trials=4))
 
 
 def test_each_notice_is_told_in_order_and_kept():
