@@ -56,16 +56,6 @@ def load_chosen(recipe: Path | None, overrides: Overrides | None, command: str,
     return load_recipe(path, overrides)
 
 
-def prepare_launch(recipe: Path | None, overrides: Overrides | None, command: str,
-                   force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
-    """Choose (announce), load and preflight the recipe a launching command works on."""
-    from model_optimizer.cli.common import err_console
-
-    loaded = load_chosen(recipe, overrides, command, as_json, runs_dir_opt)
-    check_before_launch(loaded, force, err_console, runs_dir_opt)
-    return loaded
-
-
 @dataclass(frozen=True)
 class SearchArgs:
     """What ``mopt sweep`` and ``mopt tune`` are given besides their own flags: RECIPE or

@@ -9,7 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from model_optimizer.errors import EXIT_SLO_FAILED, EXIT_USAGE, UsageError
-from model_optimizer.usecase import ApplyResult, Notice, needs_retune, sweep, tune, verify
+from model_optimizer.usecase import (
+    ApplyResult,
+    Notice,
+    capacity,
+    needs_retune,
+    sweep,
+    tune,
+    verify,
+)
 from model_optimizer.usecase.notices import DRIFT, tell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +82,13 @@ def test_only_a_regression_is_retuned():
     assert needs_retune(SimpleNamespace(exit_code=EXIT_SLO_FAILED))  # type: ignore[arg-type]
     for code in (0, EXIT_USAGE, 3, 5):  # holds, not judged (client-bound), a failed run
         assert not needs_retune(SimpleNamespace(exit_code=code))  # type: ignore[arg-type]
+
+
+def test_capacity_refuses_a_rate_that_sizes_nothing_and_a_launch_without_a_recipe(tmp_path):
+    runs = tmp_path / "runs"
+    for rate in (0, -2.5):
+        with pytest.raises(UsageError, match="give a rate above 0 req/s"):
+            capacity(ROOT / "recipes" / "tiny-cpu.yaml", target_rate=rate, runs_base=runs)
+    with pytest.raises(UsageError, match="give a recipe to launch, or the url"):
+        capacity(runs_base=runs)
+    assert not runs.exists()
