@@ -5,12 +5,13 @@ prints what they return; docs/api.md shows them in use."""
 from model_optimizer.usecase.apply import ApplyResult, apply, apply_fleet
 from model_optimizer.usecase.bench import BenchRecipe, WorkloadFlags, bench, bench_recipe
 from model_optimizer.usecase.capacity import capacity
+from model_optimizer.usecase.export import ExportResult, export
 from model_optimizer.usecase.notices import Notice
 from model_optimizer.usecase.rollback import RollbackOutcome, rollback
 from model_optimizer.usecase.sweep import sweep
 from model_optimizer.usecase.tune import tune
 from model_optimizer.usecase.verify import needs_retune, retune, verify
 
-__all__ = ["ApplyResult", "BenchRecipe", "Notice", "RollbackOutcome", "WorkloadFlags",
-           "apply", "apply_fleet", "bench", "bench_recipe", "capacity", "needs_retune", "retune",
-           "rollback", "sweep", "tune", "verify"]
+__all__ = ["ApplyResult", "BenchRecipe", "ExportResult", "Notice", "RollbackOutcome",
+           "WorkloadFlags", "apply", "apply_fleet", "bench", "bench_recipe", "capacity",
+           "export", "needs_retune", "retune", "rollback", "sweep", "tune", "verify"]

@@ -9,10 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from model_optimizer.errors import EXIT_SLO_FAILED, EXIT_USAGE, UsageError
+from model_optimizer.export import ExportOptions
 from model_optimizer.usecase import (
     ApplyResult,
     Notice,
     capacity,
+    export,
     needs_retune,
     sweep,
     tune,
@@ -92,3 +94,11 @@ def test_capacity_refuses_a_rate_that_sizes_nothing_and_a_launch_without_a_recip
     with pytest.raises(UsageError, match="give a recipe to launch, or the url"):
         capacity(runs_base=runs)
     assert not runs.exists()
+
+
+def test_a_fleet_s_export_takes_no_overrides_and_writes_nothing(tmp_path):
+    with pytest.raises(UsageError, match="--set is for recipes"):
+        export(ROOT / "recipes" / "tiny-cpu-fleet.yaml", tmp_path / "out",
+               ExportOptions(("vllm",)), overrides=["engine.max_num_seqs=8"],
+               runs_base=tmp_path / "runs")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
