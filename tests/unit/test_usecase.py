@@ -3,6 +3,7 @@ refuses before anything launches, and the exit code it merges."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,11 +17,13 @@ from model_optimizer.usecase import (
     capacity,
     export,
     needs_retune,
+    optimize,
     sweep,
     tune,
     verify,
 )
-from model_optimizer.usecase.notices import DRIFT, tell
+from model_optimizer.usecase.notices import DRIFT, INIT, tell
+from model_optimizer.usecase.optimize import recipe_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,3 +105,24 @@ def test_a_fleet_s_export_takes_no_overrides_and_writes_nothing(tmp_path):
                ExportOptions(("vllm",)), overrides=["engine.max_num_seqs=8"],
                runs_base=tmp_path / "runs")
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_optimize_refuses_a_target_beside_resume_and_needs_one_without(tmp_path):
+    with pytest.raises(UsageError, match=re.escape("give no MODEL_DIR|RECIPE or --set")):
+        optimize(Path("recipes/tiny-cpu.yaml"), resume=tmp_path)
+    with pytest.raises(UsageError, match=re.escape("give no MODEL_DIR|RECIPE or --set")):
+        optimize(overrides=["engine.max_num_seqs=8"], resume=tmp_path)
+    with pytest.raises(UsageError, match="give a MODEL_DIR or RECIPE"):
+        optimize()
+
+
+def test_a_model_folder_s_recipe_is_written_once_and_told(tmp_path, tiny_model_dir):
+    told: list[Notice] = []
+    recipe = recipe_for(tiny_model_dir, tmp_path / "tiny.yaml", told.append)
+    assert recipe == tmp_path / "tiny.yaml" and recipe.is_file()
+    [notice] = told
+    assert notice.kind == INIT and notice.text.startswith(f"wrote {recipe} with `mopt init`")
+    assert recipe_for(recipe, None, told.append) == recipe and len(told) == 1  # a file as is
+    with pytest.raises(UsageError, match="exists; optimize it with"):
+        optimize(tiny_model_dir, output=recipe, runs_base=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
