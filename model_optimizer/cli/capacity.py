@@ -9,7 +9,7 @@ import typer
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.capacity import DEFAULT_HEADROOM, run_capacity, sizing_lines
+from model_optimizer.capacity import DEFAULT_HEADROOM, sizing_lines
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -20,16 +20,12 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.completion import complete_recipe
-from model_optimizer.cli.current import ForceOption, prepare_launch
+from model_optimizer.cli.current import ForceOption, load_chosen
 from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import RunProgress, bound_text
-from model_optimizer.errors import UsageError
 from model_optimizer.events import Event, LoadStarted, WindowDone, WindowStarted
-from model_optimizer.recipe import LoadedRecipe, load_recipe, load_recipe_text
-from model_optimizer.usecase.endpoint import endpoint_model
-
-#: the recipe of ``mopt capacity --url`` without one: defaults, then --set
-BARE_CAPACITY_RECIPE = "recipe_version: 1\nname: capacity\nmodel: {path: endpoint}\n"
+from model_optimizer.usecase.capacity import capacity as run_capacity
+from model_optimizer.usecase.capacity import check_target_rate
 
 
 class CapacityProgress(RunProgress):
@@ -45,17 +41,6 @@ class CapacityProgress(RunProgress):
                       f"{event.reason}")
         elif not isinstance(event, LoadStarted):
             super().__call__(event)
-
-
-def _capacity_recipe(recipe: Path | None, url: str | None, overrides: list[str] | None,
-                     force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
-    """What capacity measures: with --url the given recipe or the bare one; otherwise the
-    given or current recipe, preflighted like every launching command (exit 2 on a refusal
-    before anything starts)."""
-    if url is not None:
-        return (load_recipe(recipe, overrides) if recipe is not None
-                else load_recipe_text(BARE_CAPACITY_RECIPE, "<capacity flags>", overrides))
-    return prepare_launch(recipe, overrides, "capacity", force, runs_dir_opt, as_json)
 
 
 @handle_errors
@@ -95,19 +80,14 @@ def capacity(
     hardware.price_per_hour (mopt knows no prices). Exit 0 with a capacity, 4 when no
     rate passed, 2 bad input, 3 the server failed to start, 5 it died, 130 interrupted.
     """
-    if target_rate is not None and target_rate <= 0:
-        raise UsageError(f"--target-rate {target_rate:g}: give a rate above 0 req/s")
-    loaded = _capacity_recipe(recipe, url, overrides, force, runs_dir_opt, as_json)
-    model_name = tokenizer_dir = None
-    if url is not None:
-        url = url.rstrip("/")
-        model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
-                                                   recipe_given=recipe is not None,
-                                                   on_notice=print_notice)
+    check_target_rate(target_rate)
+    chosen = recipe if url is not None else load_chosen(recipe, overrides, "capacity",
+                                                         as_json, runs_dir_opt)
     with CapacityProgress(err_console) as progress:
-        outcome = run_capacity(loaded, runs_dir(runs_dir_opt), url=url, model_name=model_name,
-                               tokenizer_dir=tokenizer_dir, on_event=progress,
-                               target_rate=target_rate, headroom=headroom)
+        outcome = run_capacity(chosen, overrides=overrides, url=url, model=model,
+                               tokenizer=tokenizer, target_rate=target_rate,
+                               headroom=headroom, runs_base=runs_dir(runs_dir_opt),
+                               force=force, on_event=progress, on_notice=print_notice)
     if as_json:
         print_json(outcome.to_dict())
     else:

@@ -56,24 +56,6 @@ def load_chosen(recipe: Path | None, overrides: Overrides | None, command: str,
     return load_recipe(path, overrides)
 
 
-def prepare_launch(recipe: Path | None, overrides: Overrides | None, command: str,
-                   force: bool, runs_dir_opt: Path | None, as_json: bool) -> LoadedRecipe:
-    """Choose (announce), load and preflight the recipe a launching command works on."""
-    from model_optimizer.cli.common import err_console
-
-    loaded = load_chosen(recipe, overrides, command, as_json, runs_dir_opt)
-    check_before_launch(loaded, force, err_console, runs_dir_opt)
-    return loaded
-
-
-def check_resume(search_dir: Path, force: bool) -> None:
-    """Preflight the recipe an interrupted search will relaunch (exit 2 on a refusal)."""
-    from model_optimizer.cli.outcomes import print_notice
-    from model_optimizer.usecase.search import check_resume as preflight_resume
-
-    preflight_resume(search_dir, force, print_notice)
-
-
 @dataclass(frozen=True)
 class SearchArgs:
     """What ``mopt sweep`` and ``mopt tune`` are given besides their own flags: RECIPE or
@@ -87,8 +69,3 @@ class SearchArgs:
     model_config: Path | None
     force: bool
     no_quality_gate: bool
-
-    def prepare(self, command: str, as_json: bool) -> LoadedRecipe:
-        """Choose (announce), load and preflight the recipe the search launches."""
-        return prepare_launch(self.recipe, self.overrides, command, self.force, self.runs_dir,
-                              as_json)

@@ -19,12 +19,13 @@ from model_optimizer.cli.common import (
     print_json,
 )
 from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
-from model_optimizer.export import FORMATS, ExportOptions, ExportOutcome, export_recipe
-from model_optimizer.export.fleet_run import export_fleet
+from model_optimizer.export import FORMATS, ExportOptions
 from model_optimizer.export.formats import LOOPBACK
 from model_optimizer.export.schedule import DEFAULT_SCHEDULE
-from model_optimizer.fleet import is_fleet_file, load_fleet
-from model_optimizer.usecase.apply import refuse_fleet_overrides
+from model_optimizer.fleet import is_fleet_file
+from model_optimizer.recipe import LoadedRecipe
+from model_optimizer.usecase.export import ExportResult
+from model_optimizer.usecase.export import export as run_export
 
 
 @handle_errors
@@ -93,25 +94,22 @@ def export(
                             queue_target=queue_target, tune_workers=tune_workers,
                             tune_image=tune_image, verify_schedule=verify_schedule,
                             router_host=router_host)
-    if recipe is not None and is_fleet_file(recipe):
-        refuse_fleet_overrides(overrides)
-        fleet = load_fleet(recipe)
-        _print(export_fleet(fleet, to, runs_dir(runs_dir_opt), options), as_json,
-               f"fleet {fleet.name}")
-        return
-    loaded = load_chosen(recipe, overrides, "export", as_json, runs_dir_opt)
-    outcome = export_recipe(loaded, to, runs_dir(runs_dir_opt), options)
-    _print(outcome, as_json, f"{loaded.name} revision {loaded.spec.revision}")
+    chosen: Path | LoadedRecipe = (
+        recipe if recipe is not None and is_fleet_file(recipe)  # a fleet file, exported whole
+        else load_chosen(recipe, overrides, "export", as_json, runs_dir_opt))
+    _print(run_export(chosen, to, options, overrides=overrides,
+                      runs_base=runs_dir(runs_dir_opt)), as_json)
 
 
-def _print(outcome: ExportOutcome, as_json: bool, what: str) -> None:
+def _print(result: ExportResult, as_json: bool) -> None:
     if as_json:
-        print_json(outcome.to_dict())
+        print_json(result.to_dict())
         return
+    outcome = result.outcome
     for line in outcome.forced_over:
         console.print(f"--force: {line}", style="yellow", highlight=False, markup=False,
                       soft_wrap=True)
-    console.print(f"exported {what} as "
+    console.print(f"exported {result.what} as "
                   f"{', '.join(outcome.formats)} to {outcome.folder}: "
                   f"{', '.join(sorted(outcome.files))}", highlight=False, markup=False,
                   soft_wrap=True)

@@ -14,13 +14,11 @@ from model_optimizer.cli.common import (
     NoQualityGateOption,
     RunsDirOption,
     SetOption,
-    console,
-    err_console,
     handle_errors,
     progress_console,
 )
+from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import SearchProgress, run_search, steps_text
-from model_optimizer.errors import UsageError
 from model_optimizer.events import (
     Event,
     QuantizeStage,
@@ -29,7 +27,8 @@ from model_optimizer.events import (
     StageSkipped,
     StageStarted,
 )
-from model_optimizer.recipe import load_recipe
+from model_optimizer.usecase.optimize import OPTIMIZE_FILES
+from model_optimizer.usecase.optimize import optimize as run_optimize
 
 
 class OptimizeProgress(SearchProgress):
@@ -63,28 +62,6 @@ class OptimizeProgress(SearchProgress):
         self._log(f"    {event.text}")
 
 
-def _recipe_for(target: Path, output: Path | None) -> Path:
-    """A recipe file: TARGET itself, or one `mopt init` writes for a model folder."""
-    if not target.is_dir():
-        return target
-    from model_optimizer.fsutil import atomic_write_text
-    from model_optimizer.onboard.detect import seen_hardware
-    from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe
-    from model_optimizer.onboard.quality import write_quality_files
-
-    recipe = output or Path("recipes") / f"{target.resolve().name}.yaml"
-    if recipe.exists():
-        raise UsageError(f"{recipe}: exists; optimize it with `mopt optimize {recipe}`, or "
-                         "pass --output for a new file")
-    result = build_init_recipe(target, recipe, seen_hardware(), WorkloadChoice())
-    recipe.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(recipe, result.text)
-    write_quality_files(result.files, recipe)
-    console.print(f"wrote {recipe} with `mopt init` (plan: {result.plan_verdict})",
-                  highlight=False)
-    return recipe
-
-
 @handle_errors
 def optimize(
     target: Annotated[Path | None, typer.Argument(
@@ -114,31 +91,9 @@ def optimize(
     Exit codes: 0 a revision was written; 2 bad input; 4 nothing ran well enough; 130
     interrupted (continue with --resume).
     """
-    from model_optimizer.signals import terminate_as_interrupt
-
-    terminate_as_interrupt()
     progress = OptimizeProgress(progress_console(as_json))
-    run_search(lambda: _run(target, resume, output, force, overrides, runs_dir_opt, progress,
-                            no_quality_gate),
-               progress, "optimize", "report.md, summary.csv, plot.png", as_json)
-
-
-def _run(target, resume, output, force, overrides, runs_dir_opt, progress,
-         no_quality_gate=False):
-    from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
-
-    if resume is not None:
-        if target is not None or overrides:
-            raise UsageError("--resume continues a pipeline with its archived recipe; give "
-                             "no MODEL_DIR|RECIPE or --set with it")
-        return resume_optimize(resume, on_event=progress)
-    if target is None:
-        raise UsageError("give a MODEL_DIR or RECIPE to optimize, or --resume runs/<id>")
-    from model_optimizer.cli.current import check_before_launch
-
-    recipe = _recipe_for(target, output)
-    loaded = load_recipe(recipe, overrides)
-    check_before_launch(loaded, False, err_console)  # preflight: exit 2 before any launch
-    return start_optimize(loaded, runs_dir(runs_dir_opt), output=output, force=force,
-                          no_quality_gate=no_quality_gate, on_event=progress)
-
+    run_search(lambda: run_optimize(target, overrides=overrides, output=output, resume=resume,
+                                    force=force, no_quality_gate=no_quality_gate,
+                                    runs_base=runs_dir(runs_dir_opt), on_event=progress,
+                                    on_notice=print_notice),
+               progress, "optimize", OPTIMIZE_FILES, as_json)

@@ -21,18 +21,21 @@ from model_optimizer.quality.report import FIDELITY_ROWS
 from model_optimizer.quality.report import fmt as quality_fmt
 from model_optimizer.runner import RunOutcome
 from model_optimizer.shown import printable
-from model_optimizer.usecase.notices import DRIFT, PREFLIGHT, Notice
+from model_optimizer.usecase.notices import DRIFT, INIT, PREFLIGHT, Notice
 from model_optimizer.verify import VerifyResult, report_lines
 
 
 def print_notice(notice: Notice) -> None:
-    """A use case's notice on stderr, as it comes: drift and preflight warnings in yellow."""
+    """A use case's notice as it comes: drift and preflight warnings in yellow, and remarks,
+    on stderr; a file written first (``init``) on stdout, with the command's own output."""
     if notice.kind == DRIFT:
         err_console.print(f"[yellow]drift:[/] {escape(notice.text)}", highlight=False,
                           soft_wrap=True)
     elif notice.kind == PREFLIGHT:
         err_console.print(f"preflight: {notice.text}", style="yellow", highlight=False,
                           markup=False, soft_wrap=True)
+    elif notice.kind == INIT:
+        console.print(notice.text, highlight=False, markup=False)
     else:
         err_console.print(notice.text, highlight=False, markup=False)
 

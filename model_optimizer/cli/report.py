@@ -11,8 +11,7 @@ import typer
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import RunsDirOption, console, handle_errors
 from model_optimizer.cli.completion import complete_run
-from model_optimizer.history import archives
-from model_optimizer.report import REPORT_HTML, write_report
+from model_optimizer.usecase.report import report as run_report
 
 
 @handle_errors
@@ -31,12 +30,7 @@ def report(
     configuration and links to the step archives. One file, no network. The archive is
     verified against its manifest first; a sealed archive is never changed (the report goes
     next to it unless it already holds one). Exit 0, or 2 for an unknown or broken archive."""
-    view = archives.load(ref, runs_dir(runs_dir_opt))
-    own = view.path / REPORT_HTML
-    if output is None and own.is_file():
-        target = own
-    else:
-        target = write_report(view.path, output or Path(f"mopt-report-{view.id}.html"))
+    target = run_report(ref, output=output, runs_base=runs_dir(runs_dir_opt)).path
     console.print(f"report: {target}", highlight=False, markup=False, soft_wrap=True)
     if open_it:
         webbrowser.open(target.resolve().as_uri())

@@ -23,9 +23,9 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.completion import complete_search
-from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, SearchArgs, check_resume
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, SearchArgs, load_chosen
+from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import SearchProgress, eta_text, run_search
-from model_optimizer.errors import UsageError
 from model_optimizer.events import (
     ArchiveOpened,
     Event,
@@ -39,6 +39,8 @@ from model_optimizer.events import (
     TuneTrial,
     TuneTrialDone,
 )
+from model_optimizer.usecase.tune import TUNE_FILES
+from model_optimizer.usecase.tune import tune as run_tune
 
 if TYPE_CHECKING:
     from model_optimizer.tune.loop import TuneOutcome
@@ -175,10 +177,8 @@ def tune(
     it); 2 bad input or a preflight refusal; 4 no feasible trial; 130 interrupted (continue
     with --resume).
     """
-    from model_optimizer.signals import terminate_as_interrupt
     from model_optimizer.tune.space import TuneFlags  # the tune package loads optuna
 
-    terminate_as_interrupt()
     progress = TuneProgress(progress_console(as_json))
     args = SearchArgs(recipe=recipe, resume=resume, overrides=overrides,
                       runs_dir=runs_dir_opt, output=output, model_config=model_config,
@@ -186,28 +186,19 @@ def tune(
     flags = TuneFlags(n_trials=n_trials, max_minutes=max_minutes, sampler=sampler, seed=seed,
                       strategy=None if scan is None else ("scan" if scan else "relaunch"))
     run_search(lambda: _run(args, flags, storage, study_name, progress), progress, "tune",
-               "report.md, trials.csv, study.db, history.png, pareto.png", as_json)
+               TUNE_FILES, as_json)
 
 
 def _run(args: SearchArgs, flags: TuneFlags, storage: str | None, study_name: str | None,
          progress: TuneProgress) -> TuneOutcome:
-    from model_optimizer.quality.search_gate import require_gate
-    from model_optimizer.tune.loop import resume_tune, start_tune
-
-    if args.resume is not None:
-        if args.recipe is not None or args.overrides or any(
-                value is not None for value in (flags.max_minutes, flags.sampler, flags.seed,
-                                                flags.strategy)):
-            raise UsageError("--resume continues a tune with its archived recipe and "
-                             "settings; give no RECIPE, --set, --sampler, --seed, "
-                             "--scan/--no-scan or --max-minutes with it (--n-trials extends "
-                             "the budget)")
-        check_resume(args.resume, args.force)
-        return resume_tune(args.resume, storage=storage, n_trials=flags.n_trials,
-                           on_event=progress)
-    loaded = args.prepare("tune", progress.console is err_console)
-    require_gate(loaded, [f"engine.{name}" for name in loaded.resolved["tune"]["params"]],
-                 args.no_quality_gate, "mopt tune")
-    return start_tune(loaded, runs_dir(args.runs_dir), flags=flags, storage=storage,
-                      study_name=study_name, output=args.output,
-                      model_config=args.model_config, on_event=progress)
+    if args.resume is not None:  # the use case refuses a RECIPE, --set or settings beside it
+        return run_tune(args.recipe, flags, overrides=args.overrides, storage=storage,
+                        force=args.force, resume=args.resume, on_event=progress,
+                        on_notice=print_notice)
+    loaded = load_chosen(args.recipe, args.overrides, "tune",
+                         progress.console is err_console, args.runs_dir)
+    return run_tune(loaded, flags, runs_base=runs_dir(args.runs_dir), storage=storage,
+                    study_name=study_name, output=args.output,
+                    model_config=args.model_config, force=args.force,
+                    no_quality_gate=args.no_quality_gate, on_event=progress,
+                    on_notice=print_notice)

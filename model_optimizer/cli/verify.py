@@ -6,44 +6,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    err_console,
     handle_errors,
     print_json,
     progress_console,
 )
-from model_optimizer.cli.current import (
-    ForceOption,
-    OptionalRecipeArg,
-    check_before_launch,
-    load_chosen,
-)
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, load_chosen
 from model_optimizer.cli.outcomes import print_notice, print_verification
 from model_optimizer.cli.progress import RunProgress, SweepProgress, run_search
-from model_optimizer.errors import EXIT_SLO_FAILED
-from model_optimizer.history.drift import check_drift
-from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.signals import terminate_as_interrupt
-from model_optimizer.verify import Target, verify
-
-
-def target_of(url: str | None, loaded: LoadedRecipe, model: str | None,
-              tokenizer: Path | None) -> Target:
-    """A launch (no URL), or the server at ``url``: its model and where tokens are counted."""
-    if url is None:
-        return Target()
-    from model_optimizer.usecase.endpoint import endpoint_model
-
-    url = url.rstrip("/")
-    model_name, tokenizer_dir = endpoint_model(url, loaded, model, tokenizer,
-                                               recipe_given=True)
-    return Target(url, model_name, tokenizer_dir)
+from model_optimizer.usecase.sweep import SWEEP_FILES
+from model_optimizer.usecase.verify import needs_retune, retune, verify
 
 
 @handle_errors
@@ -57,7 +34,7 @@ def verify_command(
     tokenizer: Annotated[Path | None, typer.Option(
         help="--url: tokenizer folder for exact prompt lengths (default: the recipe's "
              "model).")] = None,
-    retune: Annotated[bool, typer.Option(
+    retune_it: Annotated[bool, typer.Option(
         "--retune", help="On a regression, run `mopt sweep RECIPE` (without --set) at "
                          "once; the exit code is then the sweep's.")] = False,
     overrides: SetOption = None,
@@ -91,28 +68,20 @@ def verify_command(
     failed during the load; 130 interrupted.
     """
     loaded = load_chosen(recipe, overrides, "verify", as_json, runs_dir_opt)
-    for message in check_drift(loaded.resolved, base_dir=loaded.base_dir,
-                               runs_base=runs_dir(runs_dir_opt)):
-        err_console.print(f"[yellow]drift:[/] {escape(message)}", highlight=False,
-                          soft_wrap=True)
-    if url is None:
-        check_before_launch(loaded, force, err_console, runs_dir_opt)
-    target = target_of(url, loaded, model, tokenizer)
-    terminate_as_interrupt()
     total = loaded.resolved["workload"].get("num_requests")
     with RunProgress(progress_console(as_json), total=total) as progress:
-        result = verify(loaded, runs_dir(runs_dir_opt), target=target, on_event=progress)
+        result = verify(loaded, url=url, model=model, tokenizer=tokenizer,
+                        runs_base=runs_dir(runs_dir_opt), force=force, on_event=progress,
+                        on_notice=print_notice)
     if as_json:
         print_json(result.to_dict())
     else:
         print_verification(result)
-    if retune and result.exit_code == EXIT_SLO_FAILED:
-        from model_optimizer.usecase.sweep import SWEEP_FILES, sweep
-
+    if retune_it and needs_retune(result):
         progress_console(as_json).print(f"--retune: mopt sweep {result.recipe_file}",
                                         highlight=False, markup=False, soft_wrap=True)
         sweeping = SweepProgress(progress_console(as_json))
-        run_search(lambda: sweep(Path(result.recipe_file), runs_base=runs_dir(runs_dir_opt),
-                                 force=force, on_event=sweeping, on_notice=print_notice),
+        run_search(lambda: retune(result, runs_base=runs_dir(runs_dir_opt), force=force,
+                                  on_event=sweeping, on_notice=print_notice),
                    sweeping, "sweep", SWEEP_FILES, as_json)
     raise typer.Exit(result.exit_code)

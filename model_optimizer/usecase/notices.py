@@ -1,5 +1,6 @@
 """What a use case says as it goes, before or beside a launch that takes minutes: drift of
-this machine from the recipe's validated block, a preflight warning, how a load will run.
+this machine from the recipe's validated block, a preflight warning, how a load will run, a
+recipe written first (``mopt optimize MODEL_DIR``).
 
 The command line prints each one as it comes (``cli/common.py`` ``print_notice``); a Python
 caller may collect them, or pass nothing and read them from the result."""
@@ -13,12 +14,13 @@ from pathlib import Path
 from model_optimizer.history.drift import check_drift
 from model_optimizer.recipe import LoadedRecipe
 
-DRIFT, PREFLIGHT, INFO = "drift", "preflight", "info"
+DRIFT, PREFLIGHT, INFO, INIT = "drift", "preflight", "info", "init"
 
 
 @dataclass(frozen=True)
 class Notice:
-    """One warning or remark: ``kind`` is ``drift``, ``preflight`` or ``info``."""
+    """One warning or remark: ``kind`` is ``drift``, ``preflight``, ``info`` or ``init`` (a
+    file written before the work starts)."""
 
     kind: str
     text: str
