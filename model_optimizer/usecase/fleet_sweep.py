@@ -83,6 +83,8 @@ def sweep_instances(fleet: Path | LoadedFleet, *, flags: SweepFlags | None = Non
     resolved. Ctrl-C is re-raised after the experiment's archive is sealed."""
     fleet = fleet if isinstance(fleet, LoadedFleet) else load_fleet(fleet)
     flags = _flags(flags)
+    if fleet.path is None and output is None:
+        raise UsageError("a fleet read from text needs output= for its revision")
     emit = on_event or quiet
     archive = RunArchive.create(runs_dir(runs_base), f"{fleet.name}-sweep", kind=KIND,
                                 start=lambda new: _start_files(new, fleet, strict))

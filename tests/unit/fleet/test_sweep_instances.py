@@ -136,6 +136,40 @@ def test_output_writes_the_revision_elsewhere(fleet_file, tmp_path, recorded):
     assert load_fleet(tmp_path / "next.yaml").resolved["revision"] == 2
 
 
+def test_ctrl_c_in_a_sweep_seals_the_experiment_and_leaves_the_fleet_file(
+        fleet_file, tmp_path, recorded, monkeypatch):
+    sweeps = recorded()
+    real = sweeps.__call__
+
+    def interrupted(loaded, *args, **kwargs):
+        if loaded.name == "f.long":
+            raise KeyboardInterrupt
+        return real(loaded, *args, **kwargs)
+
+    before = fleet_file.read_text()
+    monkeypatch.setattr(fleet_sweep, "sweep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_instances(fleet_file, runs_base=tmp_path / "runs")
+    assert fleet_file.read_text() == before
+    archive = next((tmp_path / "runs").glob("*f-sweep*"))
+    status = json.loads((archive / "status.json").read_text())
+    assert (status["status"], status["phase"]) == ("interrupted", "finished")
+    summary = json.loads((archive / SWEEPS_FILE).read_text())
+    assert [s["instance"] for s in summary["sweeps"]] == ["short"]
+    assert (archive / "manifest.json").is_file()
+
+
+def test_a_fleet_read_from_text_needs_an_output(fleet_file, tmp_path, recorded, monkeypatch):
+    from model_optimizer.fleet.load import load_fleet_text
+
+    sweeps = recorded()
+    monkeypatch.chdir(tmp_path)  # its member is relative to the working directory
+    fleet = load_fleet_text(fleet_file.read_text(), "fleet.yaml")
+    with pytest.raises(UsageError, match="needs output="):
+        sweep_instances(fleet, runs_base=tmp_path / "runs")
+    assert sweeps.calls == []
+
+
 def test_another_knob_is_refused(fleet_file, tmp_path, recorded):
     recorded()
     with pytest.raises(UsageError, match="sweeps each instance's max_num_seqs, not block_size"):
