@@ -1,6 +1,7 @@
 """`mopt split FLEET`: should this traffic be split over the fleet's instances, or served by
 one server? Both measured in alternating rounds; per class, the paired change with its
-interval, and the verdict in words (printing)."""
+interval, and the verdict in words (printing). With ``--sweep-instances``: each instance's
+max_num_seqs swept alone, and the fleet's next revision written with the chosen values."""
 
 from __future__ import annotations
 
@@ -12,16 +13,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.archive import runs_dir
+from model_optimizer.archive.report import fmt
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     console,
+    err_console,
     handle_errors,
     print_json,
     progress_console,
 )
-from model_optimizer.cli.progress import RunProgress
+from model_optimizer.cli.outcomes import print_notice
+from model_optimizer.cli.progress import RunProgress, SweepProgress
+from model_optimizer.errors import UsageError
+from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.split import ROUND_COLUMNS, SplitWindow, figures_row
+from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
 from model_optimizer.usecase.split import DEFAULT_ROUNDS, MIN_ROUNDS, SplitOutcome, split
 from model_optimizer.usecase.split_verdict import LABELS, NO_SPLIT, SPLIT
 
@@ -85,6 +92,54 @@ def print_split(outcome: SplitOutcome) -> None:
                   soft_wrap=True)
 
 
+def sweeps_table(outcome: FleetSweepOutcome) -> Table:
+    """Each instance's sweep: the value chosen, resolved or not, its figures, its archive."""
+    table = Table(title="each instance's max_num_seqs, swept alone under its own classes' "
+                        "traffic", show_edge=False)
+    for column in ("instance", "max_num_seqs", "resolved", "req/s", "TTFT p99", "sweep"):
+        table.add_column(column, justify="right" if column in ("max_num_seqs", "req/s",
+                                                               "TTFT p99") else "left")
+    for item in outcome.sweeps:
+        resolved = {True: "yes", False: "[yellow]written, not resolved[/]"}.get(
+            item.resolved, f"[red]{escape(item.status)}[/]")
+        table.add_row(item.name, "-" if item.value is None else str(item.value), resolved,
+                      fmt(item.figures.get("qps"), 2), fmt(item.figures.get("ttft_p99_ms")),
+                      escape(item.run_id))
+    return table
+
+
+def print_sweeps(outcome: FleetSweepOutcome) -> None:
+    """The instances' sweeps, each one's reason, the fleet revision (or why none)."""
+    console.print(sweeps_table(outcome))
+    for item in outcome.sweeps:
+        console.print(f"{item.name}: {escape(item.reason)}", highlight=False, soft_wrap=True)
+    if outcome.written is not None:
+        console.print(f"[green]wrote revision {outcome.revision} of the fleet to "
+                      f"{escape(str(outcome.written))}[/]", highlight=False, soft_wrap=True)
+    else:
+        err_console.print(f"[bold red]no fleet revision written[/]: "
+                          f"{escape(outcome.refused or '')}", highlight=False, soft_wrap=True)
+    console.print(f"archive: {escape(str(outcome.archive))}", highlight=False, soft_wrap=True)
+
+
+def _sweep_instances(fleet_path: Path, single: Path | None, rounds: int | None, strict: bool,
+                     output: Path | None, runs: Path, as_json: bool) -> None:
+    """--sweep-instances: the sweeps and the fleet revision, instead of the rounds."""
+    if single is not None or rounds is not None:
+        raise UsageError("--sweep-instances sweeps each instance alone and runs no rounds: "
+                         "give no --single or --rounds with it (run `mopt split FLEET` on "
+                         "the revision it writes to compare it with one server)")
+    fleet = load_fleet(fleet_path)  # a broken file: exit 2 before anything starts
+    with SweepProgress(progress_console(as_json)) as progress:
+        outcome = sweep_instances(fleet, strict=strict, output=output, runs_base=runs,
+                                  on_event=progress, on_notice=print_notice)
+    if as_json:
+        print_json(outcome.to_dict())
+    else:
+        print_sweeps(outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
 @handle_errors
 def split_command(
     fleet_path: Annotated[Path, typer.Argument(metavar="FLEET", help="Fleet file (kind: fleet).",
@@ -94,9 +149,21 @@ def split_command(
         "engine; it gets the whole machine, the fleet's workload and SLOs). Default: the "
         "fleet's first instance with every core, the sum of the shares and of max_num_seqs, "
         "the longest max_model_len.", show_default=False)] = None,
-    rounds: Annotated[int, typer.Option(
+    rounds: Annotated[int | None, typer.Option(
         "--rounds", min=MIN_ROUNDS, help="Rounds; each is one window of each arm, the order "
-                                         "alternating.")] = DEFAULT_ROUNDS,
+                                         f"alternating.  [default: {DEFAULT_ROUNDS}]",
+        show_default=False)] = None,
+    sweep_instances_opt: Annotated[bool, typer.Option(
+        "--sweep-instances", help="Instead of the rounds: sweep each instance's max_num_seqs "
+        "alone under its own classes' traffic (its cores, its share), then write the fleet's "
+        "next revision with the chosen values and the figures beside them (sweep_evidence).")
+    ] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="--sweep-instances: write no fleet revision when an instance's "
+                         "choice is not resolved.")] = False,
+    output: Annotated[Path | None, typer.Option(
+        "--output", help="--sweep-instances: write the fleet's revision here instead of over "
+                         "FLEET.", show_default=False)] = None,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -112,12 +179,26 @@ def split_command(
     that would resolve it). Everything is archived as one experiment. See docs/fleet.md,
     "Split or not: the experiment".
 
-    Exit codes: 0 a verdict (split or do not split); 1 not resolved; 2 bad input; 3 a server
-    or the router failed to start; 5 a window failed; 130 interrupted.
+    With --sweep-instances, no rounds: each instance's max_num_seqs is swept alone as the
+    fleet serves it (its cores, its share, the workload of the classes routed to it), each
+    instance's revision archived, and one revision of the fleet file written with every
+    chosen value and the sweeps' figures (sweep_evidence); --strict writes none when a
+    choice is not resolved.
+
+    Exit codes: 0 a verdict (split or do not split), or (--sweep-instances) the fleet
+    revision written; 1 not resolved; 2 bad input; 3 a server or the router failed to
+    start; 4 (--sweep-instances) no fleet revision written (a sweep chose nothing, or
+    --strict); 5 a window failed; 130 interrupted.
     """
+    if sweep_instances_opt:
+        _sweep_instances(fleet_path, single, rounds, strict, output, runs_dir(runs_dir_opt),
+                         as_json)
+    if strict or output is not None:
+        raise UsageError("--strict and --output go with --sweep-instances (the rounds write "
+                         "no revision)")
     progress = SplitProgress(progress_console(as_json), label="split: ")
     with progress:
-        outcome = split(fleet_path, single=single, rounds=rounds,
+        outcome = split(fleet_path, single=single, rounds=rounds or DEFAULT_ROUNDS,
                         runs_base=runs_dir(runs_dir_opt), on_event=progress,
                         on_window=progress.window)
     if as_json:

@@ -15,6 +15,7 @@ from model_optimizer.fleet.rules import (
     assign_cores,
     share_rules,
     structure_rules,
+    sweep_evidence_rules,
     workload_classes,
 )
 from model_optimizer.fleet.schema import FLEET_VERSION, KIND, fill_fleet_defaults, fleet_schema
@@ -92,7 +93,9 @@ def _load(data: object, smap: SourceMap, text: str, path: Path | None) -> Loaded
     instances, problems = _instances(resolved, smap, shared)
     front, problems = None, structure + problems
     if not problems:
-        problems += share_rules(resolved, {n: i.recipe for n, i in instances.items()}, smap)
+        members = {n: i.recipe for n, i in instances.items()}
+        problems += share_rules(resolved, members, smap)
+        problems += sweep_evidence_rules(resolved, members, smap)
         try:
             front = front_recipe(shared, smap, resolved["router"]["model"],
                                  [i.recipe for i in instances.values()])

@@ -12,6 +12,7 @@ as a fleet before it is written; the number is taken under the lock recipe revis
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from model_optimizer.errors import UsageError
@@ -47,10 +48,7 @@ def route_changes(fleet: LoadedFleet, assignment: dict[str, str]) -> dict[int, s
 def render_routes(text: str, changes: dict[int, str], evidence: dict, number: int) -> str:
     """``text`` with ``routes[i].to`` changed, ``revision: number`` and the evidence block."""
     rt, data = round_trip(text)
-    if "revision" in data:
-        data["revision"] = number
-    else:
-        data.insert(list(data).index("name") + 1 if "name" in data else 0, "revision", number)
+    bump(data, number)
     for index, to in changes.items():
         data["router"]["routes"][index]["to"] = to
     replace_block(data, EVIDENCE, evidence)
@@ -65,17 +63,40 @@ def write_routing(fleet: LoadedFleet, assignment: dict[str, str], evidence: dict
     ``assignment`` with ``evidence`` beside it; its path, number and text. RecipeError (the
     new text's problems, file:line) or UsageError: nothing is written."""
     changes = route_changes(fleet, assignment)
+
+    def check(written: LoadedFleet) -> None:
+        wrong = {c: to for c, to in assignment.items()
+                 if c in _served(written) and _served(written)[c] != to}
+        if wrong:  # a safety net: the rules already check the table against the evidence
+            raise UsageError(f"the revision would not route as decided: {wrong}")
+
+    return write_fleet_revision(
+        fleet, lambda text, number: render_routes(text, changes, evidence, number), check,
+        output)
+
+
+def bump(data, number: int) -> None:
+    """``revision: number`` in a round-tripped fleet document (added after ``name``)."""
+    if "revision" in data:
+        data["revision"] = number
+    else:
+        data.insert(list(data).index("name") + 1 if "name" in data else 0, "revision", number)
+
+
+def write_fleet_revision(fleet: LoadedFleet, render: Callable[[str, int], str],
+                         check: Callable[[LoadedFleet], None],
+                         output: str | Path | None = None) -> tuple[Path, int, str]:
+    """Write the next revision of ``fleet`` (over its file, or to ``output``): under the
+    recipe revisions' lock, ``render(source text, number)``'s text loaded and checked as a
+    fleet (RecipeError, file:line) and by ``check`` (UsageError), then written atomically;
+    its path, number and text. Nothing is written when a check fails."""
     target = Path(output) if output is not None else fleet.path
     if target is None:
         raise UsageError("a fleet read from text needs an output file for its revision")
     with revision_lock(target):
         number = next_revision(fleet, target)
-        text = render_routes(fleet.source_text, changes, evidence, number)
-        written = load_fleet_text(text, str(target), base_dir=target.resolve().parent)
-        wrong = {c: to for c, to in assignment.items()
-                 if c in _served(written) and _served(written)[c] != to}
-        if wrong:  # a safety net: the rules already check the table against the evidence
-            raise UsageError(f"the revision would not route as decided: {wrong}")
+        text = render(fleet.source_text, number)
+        check(load_fleet_text(text, str(target), base_dir=target.resolve().parent))
         atomic_update_text(target, text)
     return target, number, text
 

@@ -8,7 +8,9 @@ the router can never reach (a length rule below every prompt of its class, a sec
 the same threshold), cannot match; a class with no rule and no fallback is routed nowhere;
 tag and length rules are not mixed under one model name (the router would apply both); a
 ``routing_evidence`` block (written by ``mopt route``) names instances the fleet has, and
-every class goes where it says (a routing table edited by hand no longer agrees).
+every class goes where it says (a routing table edited by hand no longer agrees); a
+``sweep_evidence`` block (``mopt split --sweep-instances``) names instances the fleet has,
+each serving the ``max_num_seqs`` it says (:func:`sweep_evidence_rules`, on the members).
 Shares (:func:`share_rules`, on the members as served): GPU ``gpu_memory_utilization``
 summing over 1, CPU KV space over the machine's memory.
 """
@@ -261,6 +263,35 @@ def _evidence_rules(fleet: dict, smap: SourceMap) -> list[Diagnostic]:
                                    f"routing_evidence routes it to '{found['to']}' from "
                                    "measured quality: the table was changed by hand",
                                    "run `mopt route` again, or delete routing_evidence"))
+    return out
+
+
+SWEEP_EVIDENCE = "sweep_evidence"
+
+
+def sweep_evidence_rules(fleet: dict, members: dict[str, LoadedRecipe],
+                         smap: SourceMap) -> list[Diagnostic]:
+    """The instances' ``max_num_seqs`` as served against the swept values they were written
+    from (``sweep_evidence``, by ``mopt split --sweep-instances``): each at its own line (the
+    inline instance's, or the member recipe's ``set:`` entry or file)."""
+    evidence = (fleet.get(SWEEP_EVIDENCE) or {}).get("instances") or {}
+    out = []
+    for name, found in evidence.items():
+        if name not in fleet["instances"]:
+            out.append(smap.diagnostic(
+                (SWEEP_EVIDENCE, "instances", name), f"no instance '{name}'",
+                did_you_mean(name, list(fleet["instances"])) or "run `mopt split FLEET "
+                f"--sweep-instances` again, or delete {SWEEP_EVIDENCE}", prefer_key=True))
+            continue
+        member = members.get(name)
+        serves = member.spec.engine.max_num_seqs if member is not None else None
+        if member is None or serves == found["value"]:
+            continue
+        out.append(member.source_map.diagnostic(
+            ("engine", "max_num_seqs"), f"serves max_num_seqs {serves} here, but "
+            f"{SWEEP_EVIDENCE} chose {found['value']} by sweeping it: the value was changed "
+            "by hand", f"run `mopt split FLEET --sweep-instances` again, or delete "
+            f"{SWEEP_EVIDENCE}.instances.{name}"))
     return out
 
 

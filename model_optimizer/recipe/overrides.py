@@ -38,6 +38,13 @@ class Variation:
         """The key as a document path: ``("engine", "max_num_seqs")``."""
         return tuple(self.key.split("."))
 
+    def set_text(self) -> str:
+        """The ``key=value`` text ``--set`` (and a fleet instance's ``set:``) reads back as
+        this variation: the one place a variation becomes override text (the inverse of
+        :func:`parse_override`, the value written as YAML)."""
+        value = yaml.safe_dump(self.value, default_flow_style=True, width=4096)
+        return self.key + "=" + value.removesuffix("\n...\n").strip()
+
     def to_dict(self) -> dict:
         """JSON form (run.json's ``varied``, a search's state)."""
         return {"key": self.key, "value": self.value, "source": self.source}
