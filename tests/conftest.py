@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ import typer.testing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUT_TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
+
+# pytest-xdist's workers start with COLUMNS=80 in their environment. mopt's console honours
+# COLUMNS as the user's width, so under `-n 2` (CI) every table and verdict the in-process
+# CLI printed wrapped at 80 columns, while the same test without -n read them whole (CI's
+# split test failed on a wrapped verdict). The console is built when mopt's CLI is first
+# imported: from here on the suite runs as into a pipe, whatever runs it.
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(scope="session")
