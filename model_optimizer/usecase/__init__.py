@@ -6,6 +6,7 @@ from model_optimizer.usecase.apply import ApplyResult, apply, apply_fleet
 from model_optimizer.usecase.bench import BenchRecipe, WorkloadFlags, bench, bench_recipe
 from model_optimizer.usecase.capacity import capacity
 from model_optimizer.usecase.export import ExportResult, export
+from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
 from model_optimizer.usecase.notices import Notice
 from model_optimizer.usecase.optimize import optimize
 from model_optimizer.usecase.report import ReportResult, report
@@ -15,7 +16,8 @@ from model_optimizer.usecase.sweep import sweep
 from model_optimizer.usecase.tune import tune
 from model_optimizer.usecase.verify import needs_retune, retune, verify
 
-__all__ = ["ApplyResult", "BenchRecipe", "ExportResult", "Notice", "ReportResult",
+__all__ = ["ApplyResult", "BenchRecipe", "ExportResult", "FleetSweepOutcome", "Notice",
+           "ReportResult",
            "RollbackOutcome", "SplitOutcome", "WorkloadFlags", "apply", "apply_fleet", "bench",
            "bench_recipe", "capacity", "export", "needs_retune", "optimize", "report",
-           "retune", "rollback", "split", "sweep", "tune", "verify"]
+           "retune", "rollback", "split", "sweep", "sweep_instances", "tune", "verify"]
