@@ -28,6 +28,7 @@ from model_optimizer.cli.progress import RunProgress, SweepProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.split import ROUND_COLUMNS, SplitWindow, figures_row
+from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
 from model_optimizer.usecase.split import DEFAULT_ROUNDS, MIN_ROUNDS, SplitOutcome, split
 from model_optimizer.usecase.split_verdict import LABELS, NO_SPLIT, SPLIT
@@ -123,7 +124,8 @@ def print_sweeps(outcome: FleetSweepOutcome) -> None:
 
 
 def _sweep_instances(fleet_path: Path, single: Path | None, rounds: int | None, strict: bool,
-                     output: Path | None, runs: Path, as_json: bool) -> None:
+                     output: Path | None, budget: float | None, runs: Path,
+                     as_json: bool) -> None:
     """--sweep-instances: the sweeps and the fleet revision, instead of the rounds."""
     if single is not None or rounds is not None:
         raise UsageError("--sweep-instances sweeps each instance alone and runs no rounds: "
@@ -131,8 +133,9 @@ def _sweep_instances(fleet_path: Path, single: Path | None, rounds: int | None, 
                          "the revision it writes to compare it with one server)")
     fleet = load_fleet(fleet_path)  # a broken file: exit 2 before anything starts
     with SweepProgress(progress_console(as_json)) as progress:
-        outcome = sweep_instances(fleet, strict=strict, output=output, runs_base=runs,
-                                  on_event=progress, on_notice=print_notice)
+        outcome = sweep_instances(fleet, flags=SweepFlags(budget=budget), strict=strict,
+                                  output=output, runs_base=runs, on_event=progress,
+                                  on_notice=print_notice)
     if as_json:
         print_json(outcome.to_dict())
     else:
@@ -164,6 +167,10 @@ def split_command(
     output: Annotated[Path | None, typer.Option(
         "--output", help="--sweep-instances: write the fleet's revision here instead of over "
                          "FLEET.", show_default=False)] = None,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", min=0.1, metavar="MINUTES", help="--sweep-instances: each instance's "
+        "sweep budget in minutes, its confirmation included (default: the member recipe's "
+        "sweep.budget, 15).", show_default=False)] = None,
     runs_dir_opt: RunsDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -191,11 +198,11 @@ def split_command(
     --strict); 5 a window failed; 130 interrupted.
     """
     if sweep_instances_opt:
-        _sweep_instances(fleet_path, single, rounds, strict, output, runs_dir(runs_dir_opt),
-                         as_json)
-    if strict or output is not None:
-        raise UsageError("--strict and --output go with --sweep-instances (the rounds write "
-                         "no revision)")
+        _sweep_instances(fleet_path, single, rounds, strict, output, budget,
+                         runs_dir(runs_dir_opt), as_json)
+    if strict or output is not None or budget is not None:
+        raise UsageError("--strict, --output and --budget go with --sweep-instances (the "
+                         "rounds sweep nothing and write no revision)")
     progress = SplitProgress(progress_console(as_json), label="split: ")
     with progress:
         outcome = split(fleet_path, single=single, rounds=rounds or DEFAULT_ROUNDS,

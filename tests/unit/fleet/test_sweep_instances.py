@@ -191,11 +191,21 @@ def test_the_command_prints_each_sweep_and_the_revision(fleet_file, tmp_path, re
     assert json.loads(strict.stdout)["refused"].startswith("--strict: long")
 
 
+def test_budget_is_each_instance_sweeps(fleet_file, tmp_path, recorded):
+    sweeps = recorded()
+    result = CliRunner().invoke(app, ["split", str(fleet_file), "--sweep-instances",
+                                      "--budget", "3", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert [flags.budget for _, flags, _, _ in sweeps.calls] == [3.0, 3.0]
+    assert all(flags.param == "max_num_seqs" for _, flags, _, _ in sweeps.calls)
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--sweep-instances", "--single", "x.yaml"], "give no --single or --rounds"),
     (["--sweep-instances", "--rounds", "2"], "give no --single or --rounds"),
-    (["--strict"], "--strict and --output go with --sweep-instances"),
-    (["--output", "x.yaml"], "--strict and --output go with --sweep-instances"),
+    (["--strict"], "--strict, --output and --budget go with --sweep-instances"),
+    (["--output", "x.yaml"], "--strict, --output and --budget go with --sweep-instances"),
+    (["--budget", "3"], "--strict, --output and --budget go with --sweep-instances"),
 ])
 def test_bad_input_exits_2_before_anything_starts(fleet_file, tmp_path, recorded, extra,
                                                   message):
