@@ -55,6 +55,53 @@ def scan(bench: Bench, levels: list[int], rounds: int) -> tuple[Server, list[lis
     return server, passes
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """One level left out of the fit: the fit's prediction at the held-out windows' median
+    minute (``later``: the fitted drift applied) and drift removed (``now``), and the
+    held-out level's own windows, the reference."""
+
+    level: int
+    later: dict[str, float | None]
+    now: dict[str, float | None]
+    windows: list[Observed]
+
+    def measured(self, key: str) -> float | None:
+        """The median of the held-out windows' ``key`` (None when none has it)."""
+        values = [getattr(o, key) for o in self.windows if getattr(o, key) is not None]
+        return statistics.median(values) if values else None
+
+    def errors(self) -> dict[str, float]:
+        """Each figure's absolute percentage error against the median of its windows
+        (throughput predicted at their minute, TTFT with the drift removed: the TTFT model
+        has no drift term)."""
+        row = {}
+        for key in FIGURES:
+            measured = self.measured(key)
+            predicted = (self.later if key == "qps" else self.now).get(key)
+            if measured and predicted is not None:
+                row[key] = abs(predicted - measured) / measured
+        return row
+
+
+def held_out(passes: list[list[Observed]], levels: list[int]) -> list[HeldOut]:
+    """Leave one level out at a time (every level but the lowest and the highest: the fit
+    interpolates): fit on the first :data:`FIT_ROUNDS` passes of the other levels and
+    predict the held-out one. Shared by the simulator and the real-engine benchmark."""
+    found = []
+    for held in levels[1:-1]:
+        # a fit of its own: the held-out windows shape nothing, not even the robust scale
+        fitted = fit_curve([o for window in passes[:FIT_ROUNDS] for o in window
+                            if o.value != held])
+        windows = [o for window in passes for o in window if o.value == held]
+        if fitted is None or not windows:
+            continue
+        minute = statistics.median(o.minute for o in windows)
+        found.append(HeldOut(held, fitted.predict(held, minute), fitted.predict(held),
+                             windows))
+    return found
+
+
 def held_out_errors(curve: Curve, noise: Noise, seed: int) -> list[dict[str, float]]:
     """One repetition: per held-out level, each figure's absolute percentage error against
     the median of its windows (``qps``...) and against the truth (``qps_truth``...)."""
@@ -62,23 +109,13 @@ def held_out_errors(curve: Curve, noise: Noise, seed: int) -> list[dict[str, flo
     levels = coarse_levels(curve.low, curve.launch_ceiling or curve.high)
     server, passes = scan(bench, levels, REFERENCE_WINDOWS)
     errors = []
-    for held in levels[1:-1]:
-        # a fit of its own: the held-out windows shape nothing, not even the robust scale
-        fitted = fit_curve([o for window in passes[:FIT_ROUNDS] for o in window
-                            if o.value != held])
-        if fitted is None:
-            continue
-        windows = [o for window in passes for o in window if o.value == held]
-        minute = statistics.median(o.minute for o in windows)
-        later, now = fitted.predict(held, minute), fitted.predict(held)
+    for found in held_out(passes, levels):
+        held, now = found.level, found.now
         truth = {"qps": curve.throughput(held) * server.offset,
                  "ttft_p50_ms": curve.ttft_ms(held, 0.5) / server.offset,
                  "ttft_p99_ms": curve.ttft_ms(held, 0.99) / server.offset}
-        row = {}
+        row = found.errors()
         for key in FIGURES:
-            measured = statistics.median(getattr(o, key) for o in windows)
-            predicted = later[key] if key == "qps" else now[key]
-            row[key] = abs(predicted - measured) / measured
             row[f"{key}_truth"] = abs(now[key] - truth[key]) / truth[key]
         errors.append(row)
     return errors

@@ -91,3 +91,27 @@ def test_each_level_is_read_five_times_interleaved_on_one_server():
     assert [[o.value for o in p] for p in passes[:2]] == [levels, levels[::-1]]
     minutes = [o.minute for p in passes for o in p]
     assert minutes == sorted(minutes) and len(minutes) == 20
+
+
+def test_held_out_levels_are_judged_against_their_own_windows_and_skip_a_missing_ttft():
+    from model_optimizer.simulate.predtable import held_out
+    from model_optimizer.sweep.fitscan import coarse_levels
+    from model_optimizer.sweep.predict import Observed
+
+    curve = curves()["monotone"]
+    levels = coarse_levels(1, 64)
+    _, passes = scan(Bench(curve, REGIMES["cv0"], 0), levels, REFERENCE_WINDOWS)
+    found = held_out(passes, levels)
+    assert [item.level for item in found] == levels[1:-1]  # the ends are never left out
+    assert all(len(item.windows) == REFERENCE_WINDOWS for item in found)
+    assert all(item.errors()["qps"] < 0.02 for item in found)
+    # a real window may lack a TTFT: that figure is left out, not read as zero
+    no_ttft = [[Observed(o.value, o.qps, None, None, o.minute) for o in window]
+               for window in passes]
+    errors = held_out(no_ttft, levels)[0].errors()
+    assert set(errors) == {"qps"}
+    # a held-out level 10% off the curve reads about 10% off
+    skewed = [[Observed(o.value, o.qps * (1.1 if o.value == 8 else 1.0), o.ttft_p50_ms,
+                        o.ttft_p99_ms, o.minute) for o in window] for window in passes]
+    eight = next(item for item in held_out(skewed, levels) if item.level == 8)
+    assert eight.errors()["qps"] == pytest.approx(1 - 1 / 1.1, abs=0.02)
