@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from model_optimizer.errors import Diagnostic, RecipeError, RecipeWarning
 from model_optimizer.recipe.migrate import migrate
@@ -91,7 +91,8 @@ class LoadedRecipe:
 
 def resolve(document: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled in from the schema, plus derived values (served name)."""
-    resolved = fill_defaults(document, recipe_schema())
+    # a mapping comes back a mapping (fill_defaults returns other values as they are)
+    resolved = cast(dict[str, Any], fill_defaults(document, recipe_schema()))
     if isinstance(resolved.get("model"), dict) and not resolved["model"].get("served_name"):
         resolved["model"]["served_name"] = resolved["name"]
     return resolved

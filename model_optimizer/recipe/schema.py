@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from model_optimizer.recipe.yamlsource import Path_
 
@@ -77,10 +77,6 @@ def _json_type(value: object) -> str:
     return "object" if isinstance(value, dict) else "array"
 
 
-@overload
-def fill_defaults(value: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]: ...
-@overload
-def fill_defaults(value: object, node: dict[str, Any]) -> object: ...
 def fill_defaults(value: object, node: dict[str, Any]) -> object:
     """Return ``value`` with every missing property that has a schema default filled in."""
     if not isinstance(value, dict) or "properties" not in node:
