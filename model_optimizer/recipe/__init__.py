@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from model_optimizer.errors import Diagnostic, RecipeError, RecipeWarning
 from model_optimizer.recipe.migrate import migrate
@@ -39,8 +40,8 @@ class LoadedRecipe:
 
     path: Path | None
     source_text: str
-    document: dict          # as written, migrated, with the variations set; no defaults added
-    resolved: dict          # document with every default filled in
+    document: dict[str, Any]  # as written, migrated, with the variations set; no defaults added
+    resolved: dict[str, Any]  # document with every default filled in
     source_map: SourceMap
     written_version: int
     #: the typed values set on the file, in order (parsed --set texts, then mopt's own)
@@ -88,9 +89,10 @@ class LoadedRecipe:
                                   every))
 
 
-def resolve(document: dict) -> dict:
+def resolve(document: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled in from the schema, plus derived values (served name)."""
-    resolved = fill_defaults(document, recipe_schema())
+    # a mapping comes back a mapping (fill_defaults returns other values as they are)
+    resolved = cast(dict[str, Any], fill_defaults(document, recipe_schema()))
     if isinstance(resolved.get("model"), dict) and not resolved["model"].get("served_name"):
         resolved["model"]["served_name"] = resolved["name"]
     return resolved
@@ -105,7 +107,7 @@ def _warn(loaded: LoadedRecipe) -> LoadedRecipe:
 
 
 def _check(doc: object, smap: SourceMap, variations: Sequence[Variation],
-           problems: list[Diagnostic]) -> tuple[dict, dict, int]:
+           problems: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any], int]:
     if not isinstance(doc, dict):
         raise RecipeError([Diagnostic(smap.file, 1, 1, "",
                                       "a recipe is a mapping of sections, not "

@@ -9,19 +9,20 @@ from __future__ import annotations
 import difflib
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 from model_optimizer.errors import RecipeError, RecipeWarning
 from model_optimizer.recipe.schema import CURRENT_VERSION
 from model_optimizer.recipe.yamlsource import SourceMap
 
-Migration = Callable[[dict], dict]
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 #: from-version -> function producing the next version's document
 MIGRATIONS: dict[int, Migration] = {}
 
 
-def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
-            migrations: dict[int, Migration] | None = None) -> tuple[dict, int]:
+def migrate(doc: dict[str, Any], smap: SourceMap, current: int = CURRENT_VERSION,
+            migrations: dict[int, Migration] | None = None) -> tuple[dict[str, Any], int]:
     """Bring ``doc`` to format ``current``; return it and the version it was written in."""
     chain = MIGRATIONS if migrations is None else migrations
     if "recipe_version" not in doc:
@@ -58,7 +59,7 @@ def migrate(doc: dict, smap: SourceMap, current: int = CURRENT_VERSION,
     return retired_keys(doc, smap), original
 
 
-def retired_keys(doc: dict, smap: SourceMap) -> dict:
+def retired_keys(doc: dict[str, Any], smap: SourceMap) -> dict[str, Any]:
     """Format 1 keys that were retired without a new format: ``sweep.max_minutes`` is now
     ``sweep.budget`` (the same minutes), rewritten with a warning naming its line, so old
     recipes and archived revisions load."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -45,12 +46,12 @@ class Variation:
         value = yaml.safe_dump(self.value, default_flow_style=True, width=4096)
         return self.key + "=" + value.removesuffix("\n...\n").strip()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form (run.json's ``varied``, a search's state)."""
         return {"key": self.key, "value": self.value, "source": self.source}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Variation:
+    def from_dict(cls, data: Mapping[str, Any]) -> Variation:
         """Inverse of :meth:`to_dict`."""
         return cls(str(data["key"]), data.get("value"), str(data.get("source") or "archive"))
 
@@ -67,7 +68,7 @@ def _typed_for(key: str, value: object) -> object:
 
 
 def archived_overrides(overrides: Iterable[str] | None,
-                       varied: Iterable[Mapping] | None) -> list[str | Variation]:
+                       varied: Iterable[Mapping[str, Any]] | None) -> list[str | Variation]:
     """What an archive recorded (run.json's or a search state's ``overrides`` texts and
     ``varied`` values) as a load's overrides again, in their order."""
     return [*(overrides or []), *(Variation.from_dict(item) for item in varied or [])]
@@ -116,8 +117,8 @@ def parse_override(item: str) -> Variation:
     key = key.strip()
     if problem := _unknown_key(key, where):
         raise RecipeError([problem])
-    return Variation(key, _parse_value(text, schema_types(subschema(tuple(key.split("."))))),
-                     where, given=item)
+    node = subschema(tuple(key.split("."))) or {}  # a known key (_unknown_key): never {}
+    return Variation(key, _parse_value(text, schema_types(node)), where, given=item)
 
 
 def parse_overrides(items: Iterable[str | Variation]) -> tuple[list[Variation], list[Diagnostic]]:
@@ -145,12 +146,12 @@ def _typed(value: object, types: set[str]) -> object:
     return value
 
 
-def apply_variations(doc: dict, variations: Sequence[Variation],
-                     smap: SourceMap) -> tuple[dict, list[Diagnostic]]:
+def apply_variations(doc: dict[str, Any], variations: Sequence[Variation],
+                     smap: SourceMap) -> tuple[dict[str, Any], list[Diagnostic]]:
     """A copy of ``doc`` with the variations on known keys set, and the problems of the
     others. Each set path's source is recorded in ``smap``, so later diagnostics name it."""
     problems: list[Diagnostic] = []
-    result = _deep_copy(doc)
+    result: dict[str, Any] = {key: _deep_copy(value) for key, value in doc.items()}
     for variation in variations:
         if problem := _unknown_key(variation.key, variation.source):
             problems.append(problem)
@@ -163,13 +164,14 @@ def apply_variations(doc: dict, variations: Sequence[Variation],
                 existing = {}
                 target[part] = existing
             target = existing
-        target[path[-1]] = _typed(_deep_copy(variation.value), schema_types(subschema(path)))
+        node = subschema(path) or {}  # a known key (_unknown_key): never {}
+        target[path[-1]] = _typed(_deep_copy(variation.value), schema_types(node))
         smap.overridden[path] = variation.source
     return result, problems
 
 
-def apply_overrides(doc: dict, overrides: Sequence[str | Variation],
-                    smap: SourceMap) -> tuple[dict, list[Diagnostic]]:
+def apply_overrides(doc: dict[str, Any], overrides: Sequence[str | Variation],
+                    smap: SourceMap) -> tuple[dict[str, Any], list[Diagnostic]]:
     """A copy of ``doc`` with the valid ``--set`` texts (and variations) applied, in order,
     and the problems of the others."""
     variations, problems = parse_overrides(overrides)

@@ -10,6 +10,7 @@ several ranks of ``tensor_parallel_size`` > 1.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from model_optimizer.errors import Diagnostic
 from model_optimizer.recipe.yamlsource import SourceMap
@@ -23,7 +24,7 @@ def machine_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def placement_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def placement_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Problems of an explicit ``hardware.placement`` (none for 'auto' and 'none')."""
     setting = recipe["hardware"].get("placement", "auto")
     if not isinstance(setting, dict):
@@ -41,7 +42,7 @@ def placement_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _cpu_engine_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _cpu_engine_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     engine, out = recipe["engine"], []
     if OMP_BIND_ENV in engine["env"]:
         out.append(smap.diagnostic(

@@ -10,6 +10,7 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.recipe.schema import recipe_schema
 
@@ -17,7 +18,7 @@ START = "<!-- recipe-reference:start (generated from schemas/recipe.v1.json) -->
 END = "<!-- recipe-reference:end -->"
 
 
-def _type_text(node: dict) -> str:
+def _type_text(node: dict[str, Any]) -> str:
     if "enum" in node:
         return "one of " + ", ".join(f"`{v}`" for v in node["enum"])
     if "const" in node:
@@ -28,13 +29,13 @@ def _type_text(node: dict) -> str:
     return " or ".join(declared) if isinstance(declared, list) else declared
 
 
-def _default_text(node: dict) -> str:
+def _default_text(node: dict[str, Any]) -> str:
     if "default" not in node:
         return ""
     return f"`{json.dumps(node['default'])}`"
 
 
-def _rows(node: dict, prefix: str, required: set[str]) -> list[str]:
+def _rows(node: dict[str, Any], prefix: str, required: set[str]) -> list[str]:
     rows = []
     for key, child in node.get("properties", {}).items():
         path = f"{prefix}{key}"

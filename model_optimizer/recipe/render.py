@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any, overload
 
 from model_optimizer.errors import UsageError
 from model_optimizer.recipe.knobs import KNOBS
@@ -21,7 +22,7 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 Option = tuple[str, object]  # (long flag without dashes, value); True/False for switches
 #: a recipe as the render functions take it: the typed view, or a resolved recipe dict
-Recipe = RecipeSpec | dict
+Recipe = RecipeSpec | dict[str, Any]
 
 
 def model_location(recipe: Recipe, base_dir: Path | None) -> str:
@@ -100,7 +101,7 @@ def vllm_argv(recipe: Recipe, base_dir: Path | None, port: int | None = None,
             *options_to_argv(engine_options(recipe, base_dir, port))]
 
 
-def vllm_config(recipe: Recipe, base_dir: Path | None) -> dict:
+def vllm_config(recipe: Recipe, base_dir: Path | None) -> dict[str, Any]:
     """vLLM-native config (``vllm serve --config FILE``): the same options as a mapping."""
     return {flag: value for flag, value in engine_options(recipe, base_dir)
             if not (flag == "port" and value == 0)}
@@ -125,7 +126,12 @@ def check_references(values: list[str], environ: dict[str, str]) -> None:
                          + " before running mopt, or remove the reference from the recipe")
 
 
-def expand_references(values: list[str] | dict[str, str], environ: dict[str, str]):
+@overload
+def expand_references(values: list[str], environ: dict[str, str]) -> list[str]: ...
+@overload
+def expand_references(values: dict[str, str], environ: dict[str, str]) -> dict[str, str]: ...
+def expand_references(values: list[str] | dict[str, str],
+                      environ: dict[str, str]) -> list[str] | dict[str, str]:
     """Replace ``${VAR}`` items with their value from ``environ``; UsageError when one is
     unset or empty (``check_references``)."""
     check_references(list(values.values()) if isinstance(values, dict) else list(values),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from model_optimizer.errors import Diagnostic
 from model_optimizer.plan.accelerators import knob_multiple
 from model_optimizer.recipe.flags import known_flags
@@ -18,7 +20,7 @@ from model_optimizer.recipe.sweep_rules import (
 )
 from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.workload_rules import workload_rules
-from model_optimizer.recipe.yamlsource import SourceMap
+from model_optimizer.recipe.yamlsource import Path_, SourceMap
 
 __all__ = ["BOOL_KNOBS", "CATEGORICAL_KNOBS", "FIRST_CLASS_FLAGS", "FLOAT_KNOBS",
            "NUMERIC_KNOBS", "check_rules"]
@@ -32,7 +34,7 @@ BOOL_KNOBS = frozenset(k.name for k in KNOBS if k.field.startswith("engine.")
 FIRST_CLASS_FLAGS = {k.flag: k.field for k in KNOBS if k.exclusive}
 
 
-def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def check_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Every cross-field problem of a resolved (defaults filled) recipe.
 
     Also run on recipes that failed the schema, so all problems are reported at once; a
@@ -50,7 +52,7 @@ def check_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return problems + check_security(recipe, smap)
 
 
-def _batch_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _batch_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     engine = recipe["engine"]
     seqs, tokens = engine.get("max_num_seqs"), engine.get("max_num_batched_tokens")
     if seqs is not None and tokens is not None and tokens < seqs:
@@ -62,7 +64,7 @@ def _batch_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return []
 
 
-def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _cpu_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     if recipe["hardware"]["accelerator"] != "cpu":
         return []
     engine, out = recipe["engine"], []
@@ -81,7 +83,7 @@ def _cpu_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _workload_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     workload, out = recipe["workload"], []
     if workload["shared_prefix_tokens"] >= workload["prompt_tokens"]:
         out.append(smap.diagnostic(
@@ -101,7 +103,7 @@ def _workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _extra_args_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _extra_args_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     out = []
     for flag in recipe["engine"]["extra_args"]:
         name = flag_name(flag)
@@ -112,7 +114,7 @@ def _extra_args_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def flag_warnings(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def flag_warnings(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """``extra_args`` flags the installed vLLM does not list (warnings, not errors)."""
     try:
         names = {flag_name(flag) for flag in recipe["engine"]["extra_args"]}
@@ -133,7 +135,7 @@ def flag_warnings(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _sweep_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _sweep_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     sweep, out = recipe["sweep"], []
     problem = param_problem(sweep["param"], sweep.get("values"))
     if problem is not None:
@@ -144,7 +146,7 @@ def _sweep_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _quality_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _quality_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Thresholds need something to evaluate (an eval set or lm-eval tasks)."""
     quality = recipe.get("quality") or {}
     thresholds = {k: v for k, v in (quality.get("thresholds") or {}).items() if v is not None}
@@ -158,9 +160,10 @@ def _quality_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return []
 
 
-def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _tune_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Each knob of ``tune.params`` must be one mopt can set, with a range optuna can search."""
-    tune, out = recipe["tune"], []
+    tune = recipe["tune"]
+    out: list[Diagnostic] = []
     accelerator = recipe["hardware"]["accelerator"]
     for name, spec in tune["params"].items():
         path = ("tune", "params", name)
@@ -173,10 +176,11 @@ def _tune_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-_Problem = tuple[tuple, str, str]
+_Problem = tuple[Path_, str, str]
 
 
-def _tune_param_problems(name: str, spec: dict, accelerator: str, sampler: str) -> list[_Problem]:
+def _tune_param_problems(name: str, spec: dict[str, Any], accelerator: str,
+                         sampler: str) -> list[_Problem]:
     """(sub-path, message, hint) for everything wrong with one tuned knob."""
     knobs = SWEEPABLE
     if name not in knobs:
@@ -187,7 +191,7 @@ def _tune_param_problems(name: str, spec: dict, accelerator: str, sampler: str) 
     return _tune_range_problems(name, spec, accelerator, sampler)
 
 
-def _tune_choices_problems(name: str, spec: dict, accelerator: str) -> list[_Problem]:
+def _tune_choices_problems(name: str, spec: dict[str, Any], accelerator: str) -> list[_Problem]:
     if any(spec.get(key) is not None for key in ("low", "high", "step")):
         return [((), f"'{name}' is categorical here: it takes choices, not low/high/step",
                  "drop low/high/step, or use type: int with low and high")]
@@ -225,7 +229,8 @@ def _valid_choice(name: str, value: object, accelerator: str) -> bool:
     return not int(value) % (knob_multiple(name, accelerator) or 1)
 
 
-def _tune_range_problems(name: str, spec: dict, accelerator: str, sampler: str) -> list[_Problem]:
+def _tune_range_problems(name: str, spec: dict[str, Any], accelerator: str,
+                         sampler: str) -> list[_Problem]:
     kind, low, high, step = spec["type"], spec.get("low"), spec.get("high"), spec.get("step")
     if name in CATEGORICAL_KNOBS:
         return [(("type",), f"'{name}' is categorical", "use type: categorical with "
@@ -257,7 +262,8 @@ def _tune_range_problems(name: str, spec: dict, accelerator: str, sampler: str) 
     return out
 
 
-def _tune_scale_problems(name: str, kind: str, low: float, step, sampler: str) -> list[_Problem]:
+def _tune_scale_problems(name: str, kind: str, low: float, step: float | None,
+                         sampler: str) -> list[_Problem]:
     out: list[_Problem] = []
     if kind.endswith("_log") and low <= 0:
         out.append((("low",), f"a log scale needs low > 0, got {low}", "start at 1"))
@@ -275,7 +281,7 @@ def _example_choices(name: str) -> str:
         name, "[false, true]" if name in CATEGORICAL_KNOBS else "[8, 16, 32]")
 
 
-def _parallel_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _parallel_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     tp, count = recipe["engine"]["tensor_parallel_size"], recipe["hardware"]["count"]
     if tp > count:
         return [smap.diagnostic(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from model_optimizer.recipe.yamlsource import Path_
 
 CURRENT_VERSION = 1
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -19,12 +22,13 @@ def schemas_dir() -> Path:
 
 
 @cache
-def recipe_schema(version: int = CURRENT_VERSION) -> dict:
+def recipe_schema(version: int = CURRENT_VERSION) -> dict[str, Any]:
     """The JSON Schema of recipe format ``version``."""
-    return json.loads((schemas_dir() / f"recipe.v{version}.json").read_text())
+    schema: dict[str, Any] = json.loads((schemas_dir() / f"recipe.v{version}.json").read_text())
+    return schema
 
 
-def subschema(path: tuple, schema: dict | None = None) -> dict | None:
+def subschema(path: Path_, schema: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The schema that governs the value at ``path`` (dict keys only), or None if unknown."""
     node = schema if schema is not None else recipe_schema()
     for key in path:
@@ -38,13 +42,13 @@ def subschema(path: tuple, schema: dict | None = None) -> dict | None:
     return node
 
 
-def allowed_keys(path: tuple) -> list[str]:
+def allowed_keys(path: Path_) -> list[str]:
     """Keys a mapping at ``path`` may hold (empty for open maps)."""
     node = subschema(path) or {}
     return list(node.get("properties", {}))
 
 
-def schema_types(node: dict) -> set[str]:
+def schema_types(node: dict[str, Any]) -> set[str]:
     """JSON types a schema node admits (from type, enum, const and oneOf)."""
     types: set[str] = set()
     declared = node.get("type")
@@ -73,7 +77,7 @@ def _json_type(value: object) -> str:
     return "object" if isinstance(value, dict) else "array"
 
 
-def fill_defaults(value: object, node: dict) -> object:
+def fill_defaults(value: object, node: dict[str, Any]) -> object:
     """Return ``value`` with every missing property that has a schema default filled in."""
     if not isinstance(value, dict) or "properties" not in node:
         return value

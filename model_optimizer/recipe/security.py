@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.errors import Diagnostic
 from model_optimizer.recipe.render import model_location
-from model_optimizer.recipe.yamlsource import SourceMap
+from model_optimizer.recipe.yamlsource import Path_, SourceMap
 from model_optimizer.secrets import contains_secret, looks_like_token
 
 #: flags mopt never passes: it renders the configuration itself
@@ -93,13 +94,13 @@ def control_character(text: str, multiline: bool = False) -> str | None:
     return None
 
 
-def control_strings(value: object, path: tuple = ()) -> list[tuple[tuple, str, bool]]:
+def control_strings(value: object, path: Path_ = ()) -> list[tuple[Path_, str, bool]]:
     """``(path, character, is_key)`` for every string of a recipe (keys too) holding a
     control character; ``description`` may hold tabs and newlines (module docstring)."""
     if isinstance(value, str):
         found = control_character(value, multiline=path in _MULTILINE_OK)
         return [(path, found, False)] if found else []
-    out: list[tuple[tuple, str, bool]] = []
+    out: list[tuple[Path_, str, bool]] = []
     if isinstance(value, dict):
         for key, item in value.items():
             found = control_character(key) if isinstance(key, str) else None
@@ -123,7 +124,7 @@ def flag_name(key: object) -> str:
     return name.removeprefix("no-") if name.startswith("no-") else name
 
 
-def code_settings(recipe: dict) -> list[str]:
+def code_settings(recipe: dict[str, Any]) -> list[str]:
     """The code-loading flags and variables a resolved recipe sets (what ``show`` prints)."""
     engine = recipe["engine"]
     flags = [flag_name(k) for k in engine["extra_args"] if flag_name(k) in CODE_FLAGS]
@@ -131,7 +132,7 @@ def code_settings(recipe: dict) -> list[str]:
     return sorted(set(flags)) + sorted(set(env))
 
 
-def check_security(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def check_security(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Every refused setting of a resolved recipe."""
     out: list[Diagnostic] = []
     for rule in (_refused_flags, _code_rule, _secret_rule, _token_rule, _host_rule,
@@ -143,13 +144,13 @@ def check_security(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _refused_flags(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _refused_flags(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     return [smap.diagnostic(("engine", "extra_args", key), f"'{flag_name(key)}' is refused",
                             REFUSED_FLAGS[flag_name(key)], prefer_key=True)
             for key in recipe["engine"]["extra_args"] if flag_name(key) in REFUSED_FLAGS]
 
 
-def _code_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _code_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     engine = recipe["engine"]
     allowed = {str(name) for name in engine.get("allow_code") or []}
     out = []
@@ -171,7 +172,7 @@ def _code_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _secret_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Secrets never sit in a recipe (recipes are archived and shared): use ${VAR}."""
     out = []
     engine = recipe["engine"]
@@ -186,11 +187,11 @@ def _secret_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _token_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _token_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """A credential-shaped value anywhere else in the recipe (description, model path)."""
     out: list[Diagnostic] = []
 
-    def walk(value: object, path: tuple) -> None:
+    def walk(value: object, path: Path_) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 if path + (key,) not in (("engine", "env"), ("engine", "extra_args")):
@@ -206,7 +207,7 @@ def _token_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def _host_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _host_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     host = recipe["engine"]["host"]
     if isinstance(host, str) and not host.strip():
         return [smap.diagnostic(("engine", "host"), "an empty host binds every interface",
@@ -215,7 +216,7 @@ def _host_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return []
 
 
-def _control_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _control_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """A control character in any string of the recipe, keys included (module docstring)."""
     return [smap.diagnostic(
         path, f"this {'key' if is_key else 'value'} holds the control character '{found}'; "
@@ -239,7 +240,7 @@ def system_folder(location: str | Path) -> bool:
     return path in SYSTEM_FOLDERS or path == Path.home().resolve()
 
 
-def _model_path_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _model_path_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """``model.path`` may not name a system folder (module docstring)."""
     source = Path(smap.file)
     location = model_location(recipe, source.resolve().parent if source.is_file() else None)

@@ -32,7 +32,7 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=(),
                               populate_by_name=True)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The dict this view was read from (JSON types: tuples as lists; keys it did not
         hold stay out), e.g. ``spec.workload.to_dict()`` for the load, which takes dicts."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -372,6 +372,6 @@ class RecipeSpec(_Spec):
     validated: ValidatedSpec | None = None
 
     @classmethod
-    def of(cls, recipe: RecipeSpec | dict) -> RecipeSpec:
+    def of(cls, recipe: RecipeSpec | dict[str, Any]) -> RecipeSpec:
         """``recipe`` itself, or the view of a resolved recipe dict (callers that hold one)."""
         return recipe if isinstance(recipe, RecipeSpec) else cls.model_validate(recipe)

@@ -7,6 +7,8 @@ read, before the load starts (``load.workload``), because that needs the model's
 
 from __future__ import annotations
 
+from typing import Any
+
 from model_optimizer.errors import Diagnostic, UsageError
 from model_optimizer.load.trace import parse_speed
 from model_optimizer.mix import MixError, parse_mix
@@ -14,7 +16,7 @@ from model_optimizer.recipe.validate import did_you_mean
 from model_optimizer.recipe.yamlsource import SourceMap
 
 
-def workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def workload_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """Every problem of the workload form, slo.classes and the protection knobs."""
     out: list[Diagnostic] = []
     for rule in (_form_rule, length_rule, _class_slo_rule, _protection_rules):
@@ -25,7 +27,7 @@ def workload_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return out
 
 
-def longest_request(workload: dict) -> tuple[int, int] | None:
+def longest_request(workload: dict[str, Any]) -> tuple[int, int] | None:
     """(prompt, output) tokens of the longest request a synthetic workload sends.
 
     None for a dataset or a trace (their lengths are known once read with the tokenizer).
@@ -39,7 +41,7 @@ def longest_request(workload: dict) -> tuple[int, int] | None:
     return workload["prompt_tokens"], workload["output_tokens"]
 
 
-def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _form_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     workload = recipe["workload"]
     if workload.get("trace") and (workload.get("mix") or workload.get("dataset")):
         other = "mix" if workload.get("mix") else "dataset"
@@ -62,7 +64,7 @@ def _form_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
     return []
 
 
-def length_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def length_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     """max_model_len against the longest request the workload sends (plain or mix; a
     dataset's lengths are checked once it is read): the rule, in one place."""
     workload, max_len = recipe["workload"], recipe["engine"].get("max_model_len")
@@ -83,7 +85,7 @@ def length_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
         + ("lower the classes' max lengths" if mix else "shorten the workload"))]
 
 
-def _class_slo_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _class_slo_rule(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     workload, classes = recipe["workload"], dict(recipe["slo"].get("classes") or {})
     known = list(workload.get("mix") or {})
     labelled = workload.get("dataset") or workload.get("trace")  # labels checked when read
@@ -107,7 +109,7 @@ def _class_slo_rule(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
             for name in classes if name not in known]
 
 
-def _protection_rules(recipe: dict, smap: SourceMap) -> list[Diagnostic]:
+def _protection_rules(recipe: dict[str, Any], smap: SourceMap) -> list[Diagnostic]:
     engine, out = recipe["engine"], []
     threshold, max_len = engine.get("long_prefill_token_threshold"), engine.get("max_model_len")
     if threshold and max_len is not None and threshold > max_len:

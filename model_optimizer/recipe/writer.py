@@ -18,18 +18,24 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.tokens import CommentToken
 
 from model_optimizer.errors import RecipeWarning, UsageError
 from model_optimizer.fsutil import atomic_update_text, atomic_write_text
 from model_optimizer.recipe.security import one_line
+from model_optimizer.recipe.yamlsource import Path_
 from model_optimizer.secrets import is_reference
 
+if TYPE_CHECKING:
+    from model_optimizer.recipe import LoadedRecipe
 
-def write_vllm_config(path: str | Path, config: dict, source: str,
+
+def write_vllm_config(path: str | Path, config: dict[str, Any], source: str,
                       env: dict[str, str] | None = None) -> None:
     """Write ``config`` as a ``vllm serve --config`` YAML file (vLLM wants .yaml or .yml).
 
@@ -98,7 +104,9 @@ def _commented(value: object) -> object:
 
 def _last_slot(node: object) -> tuple[CommentedMap | CommentedSeq | None, object, int]:
     """Where the comment that follows ``node`` lives: container, key and slot index."""
-    container, key, index = None, None, 2
+    container: CommentedMap | CommentedSeq | None = None
+    key: object = None
+    index = 2
     while isinstance(node, CommentedMap | CommentedSeq) and node:
         if isinstance(node, CommentedMap):
             container, key, index = node, next(reversed(node)), 2
@@ -108,17 +116,18 @@ def _last_slot(node: object) -> tuple[CommentedMap | CommentedSeq | None, object
     return container, key, index
 
 
-def _take_comment(node: object):
+def _take_comment(node: object) -> CommentToken | None:
     """Remove and return the comment that follows ``node`` (None if there is none)."""
     container, key, index = _last_slot(node)
     slot = container.ca.items.get(key) if container is not None else None
     if not slot or slot[index] is None:
         return None
-    token, slot[index] = slot[index], None
+    token: CommentToken = slot[index]
+    slot[index] = None
     return token
 
 
-def _put_comment(node: object, token) -> bool:
+def _put_comment(node: object, token: CommentToken | None) -> bool:
     """Make ``token`` follow ``node`` (after any comment already there)."""
     container, key, index = _last_slot(node)
     if container is None or token is None:
@@ -131,7 +140,7 @@ def _put_comment(node: object, token) -> bool:
     return True
 
 
-def _set(data: CommentedMap, path: tuple, value: object) -> None:
+def _set(data: CommentedMap, path: Path_, value: object) -> None:
     """Set ``path`` to ``value``; a missing key becomes the first child of its mapping, so a
     comment that closes the mapping stays after its last line."""
     node = data
@@ -160,7 +169,7 @@ def _drop_block(data: CommentedMap, key: str) -> None:
     del data[key]
 
 
-def replace_block(data: CommentedMap, key: str, value: dict | None) -> None:
+def replace_block(data: CommentedMap, key: str, value: dict[str, Any] | None) -> None:
     """The top-level block ``key`` (one only mopt writes, e.g. ``validated``) replaced where
     it is (its closing comment kept), else added at the end under a note; dropped when
     ``value`` is None."""
@@ -185,7 +194,8 @@ def round_trip(text: str) -> tuple[YAML, CommentedMap]:
     return rt, rt.load(text)
 
 
-def render_revision(text: str, changes: dict[tuple, object], validated: dict | None) -> str:
+def render_revision(text: str, changes: dict[Path_, object],
+                    validated: dict[str, Any] | None) -> str:
     """New recipe text: ``changes`` applied, the ``validated`` block replaced (dropped when
     ``validated`` is None, a revision nothing has measured yet, e.g. `mopt quantize`); every
     comment, the key order, quoting and flow style of ``text`` kept (ruamel's round trip)."""
@@ -202,7 +212,8 @@ def render_revision(text: str, changes: dict[tuple, object], validated: dict | N
     return text
 
 
-def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
+def write_revision(loaded: LoadedRecipe, changes: dict[Path_, object],
+                   validated: dict[str, Any] | None,
                    output: str | Path,
                    before_write: Callable[[str | None], None] | None = None) -> str:
     """Write the next revision of ``loaded`` to ``output`` and return its text.
@@ -227,7 +238,8 @@ def write_revision(loaded, changes: dict[tuple, object], validated: dict | None,
     return text
 
 
-def _revision_text(loaded, changes: dict[tuple, object], validated: dict | None,
+def _revision_text(loaded: LoadedRecipe, changes: dict[Path_, object],
+                   validated: dict[str, Any] | None,
                    output: str | Path, number: int) -> str:
     """The text of revision ``number``, validated (RecipeError: nothing is written)."""
     from model_optimizer.recipe import load_recipe_text, resolve
@@ -283,7 +295,7 @@ def revision_lock(output: str | Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iter
         handle.close()
 
 
-def _acquired(handle, deadline: float, path: Path, output: str | Path) -> bool:
+def _acquired(handle: TextIO, deadline: float, path: Path, output: str | Path) -> bool:
     """Wait for the exclusive lock on ``handle`` until ``deadline`` (UsageError after)."""
     while True:
         try:
@@ -297,7 +309,7 @@ def _acquired(handle, deadline: float, path: Path, output: str | Path) -> bool:
             time.sleep(0.05)
 
 
-def _still_named(handle, path: Path) -> bool:
+def _still_named(handle: TextIO, path: Path) -> bool:
     """True when ``path`` still names the file ``handle`` locked (not removed meanwhile)."""
     try:
         return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
@@ -320,12 +332,12 @@ def file_revision(output: str | Path) -> int | None:
     return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
 
 
-def next_revision(loaded, output: str | Path) -> int:
+def next_revision(loaded: LoadedRecipe, output: str | Path) -> int:
     """The number the next revision of ``loaded`` gets in ``output`` (call under the lock):
     its own revision + 1, or, when ``output`` already holds that number or a later one
     (another writer came first, or it is another recipe's file), the one after that, with a
     warning that says so."""
-    base = loaded.resolved["revision"]
+    base: int = loaded.resolved["revision"]
     current = file_revision(output)
     if current is None or current <= base:
         return base + 1
@@ -344,28 +356,30 @@ def _text_or_none(path: str | Path) -> str | None:
         return None
 
 
-def _overridden_values(loaded) -> dict[tuple, object]:
-    out = {}
+def _overridden_values(loaded: LoadedRecipe) -> dict[Path_, object]:
+    out: dict[Path_, object] = {}
     for path in loaded.source_map.overridden:
-        node = loaded.document
+        node: Any = loaded.document  # mappings and lists, down the path
         for part in path:
             node = node[part]
         out[tuple(path)] = node
     return out
 
 
-def _apply(document: dict, changes: dict[tuple, object]) -> dict:
+def _apply(document: dict[str, Any], changes: dict[Path_, object]) -> dict[str, Any]:
     import copy
     result = copy.deepcopy(document)
     for path, value in changes.items():
-        node = result
+        node: dict[Any, Any] = result
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
     return result
 
 
-def _means(text: str, intended: dict, load_recipe_text, resolve) -> bool:
+def _means(text: str, intended: dict[str, Any],
+           load_recipe_text: Callable[[str], LoadedRecipe],
+           resolve: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
     try:
         return load_recipe_text(text).resolved == resolve(intended)
     except Exception:  # noqa: BLE001 - any failure means "fall back to a clean dump"

@@ -28,7 +28,7 @@ MAX_NODES = 100_000
 MAX_TOKENS = 20_000  # the largest shipped recipe scans to about 350 tokens
 MAX_DEPTH = 64
 
-Path_ = tuple  # a path into the document: keys and list indexes
+Path_ = tuple[str | int, ...]  # a path into the document: keys and list indexes
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.engine.factory import EngineFactory
@@ -51,7 +51,7 @@ class ApplyResult:
         code = self.outcome.exit_code
         return EXIT_SLO_FAILED if code == 0 and self.quality_failed else code
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``mopt apply --json``: the run's summary with the eval's under ``quality``."""
         return {**self.outcome.to_dict(),
                 "quality": self.quality.to_dict() if self.quality else None}

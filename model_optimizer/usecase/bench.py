@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.events import EventCallback
@@ -81,13 +82,13 @@ def bench_recipe(recipe: Path | None, flags: WorkloadFlags | None = None,
                  overrides: list[str] | None = None) -> BenchRecipe:
     """``recipe`` (or a bare recipe) with the workload flags, then ``overrides`` (--set),
     applied: the flags win over the recipe, --set over the flags."""
-    sets = [*(flags or WorkloadFlags()).variations(), *(overrides or [])]
+    sets: list[str | Variation] = [*(flags or WorkloadFlags()).variations(), *(overrides or [])]
     loaded = (load_recipe(recipe, sets) if recipe is not None
               else load_recipe_text(BARE_RECIPE, "<bench flags>", sets))
     return BenchRecipe(loaded, recipe is not None)
 
 
-def open_loop_lines(workload: dict) -> list[str]:
+def open_loop_lines(workload: dict[str, Any]) -> list[str]:
     """How a trace or an open loop will run (an open loop without a concurrency runs
     uncapped: runner.effective_workload)."""
     rate = parse_request_rate(workload.get("request_rate", "inf"))

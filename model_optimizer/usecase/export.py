@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.errors import EXIT_OK
@@ -32,7 +33,7 @@ class ExportResult:
         """0: every refusal (unpinned, unvalidated, a secret in the way) raises instead."""
         return EXIT_OK
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``mopt export --json``: the files, the folder, the archive, what was forced."""
         return self.outcome.to_dict()
 

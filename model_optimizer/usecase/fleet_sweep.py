@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -40,6 +41,9 @@ from model_optimizer.fleet.sweep_revision import PARAM, InstanceSweep, sweepable
 from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.usecase.notices import NoticeCallback
 from model_optimizer.usecase.sweep import sweep
+
+if TYPE_CHECKING:
+    from model_optimizer.sweep.loop import SweepOutcome
 
 KIND = "fleet-sweep"
 SWEEPS_FILE = "sweeps.json"
@@ -64,7 +68,7 @@ class FleetSweepOutcome:
         """0 the fleet revision was written; 4 not (a sweep chose nothing, or --strict)."""
         return EXIT_OK if self.written is not None else EXIT_SLO_FAILED
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form: the archive, each sweep, the revision."""
         return {"run_id": self.run_id, "archive": str(self.archive), "status": self.status,
                 "sweeps": [s.to_dict() for s in self.sweeps],
@@ -118,10 +122,10 @@ def _flags(flags: SweepFlags | None) -> SweepFlags:
     return dataclasses.replace(flags, param=PARAM, strict=False)  # --strict: the fleet's
 
 
-def instance_sweep(name: str, swept) -> InstanceSweep:
+def instance_sweep(name: str, swept: SweepOutcome) -> InstanceSweep:
     """One instance's record from its sweep's outcome and the revision it wrote (its
     ``validated`` block: the figures, the knee)."""
-    validated: dict = {}
+    validated: dict[str, Any] = {}
     if swept.written is not None:
         validated = (yaml.safe_load(Path(swept.written).read_text(encoding="utf-8"))
                      or {}).get("validated") or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.events import EventCallback
@@ -32,7 +33,7 @@ class RollbackOutcome:
         """0 once restored; with a verification, its exit code (`mopt verify`'s rule)."""
         return 0 if self.verification is None else self.verification.exit_code
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``mopt rollback --json``: the restored revision, or it and the verification."""
         if self.verification is None:
             return self.restored.to_dict()

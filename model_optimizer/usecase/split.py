@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.engine.factory import EngineFactory
@@ -40,7 +41,7 @@ class SplitOutcome:
             return self.run.failed.exit_code
         return EXIT_FAILURE if self.verdict.verdict == UNRESOLVED else EXIT_OK
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form: the archive, every window, the verdict."""
         failed = self.run.failed
         return {"run_id": self.run.run_id, "archive": str(self.run.archive),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from model_optimizer.fleet.split import FIGURE_KEYS, FLEET_ARM, SINGLE_ARM, ArmFigures, SplitWindow
 from model_optimizer.search.sequential import Paired
@@ -88,7 +89,7 @@ class ClassVerdict:
         """The fleet did better for this class: its SLO, or a figure beyond the noise."""
         return self.slo_won or bool(self.shown(GAIN))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"class": self.request_class, "single_slo_met": self.single_slo,
                 "fleet_slo_met": self.fleet_slo, "changes": [asdict(c) for c in self.changes]}
@@ -105,7 +106,7 @@ class SplitVerdict:
     overall: ClassVerdict | None = None
     more_rounds: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form (verdict.json)."""
         return {"verdict": self.verdict, "words": self.words, "pairs": self.pairs,
                 "more_rounds": self.more_rounds, "margin": MARGIN,
