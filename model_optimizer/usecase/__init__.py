@@ -8,6 +8,7 @@ from model_optimizer.usecase.capacity import capacity
 from model_optimizer.usecase.eval import EvaluateResult, evaluate
 from model_optimizer.usecase.export import ExportResult, export
 from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
+from model_optimizer.usecase.init import InitResult, init
 from model_optimizer.usecase.notices import Notice
 from model_optimizer.usecase.optimize import optimize
 from model_optimizer.usecase.quantize import quantize
@@ -20,7 +21,7 @@ from model_optimizer.usecase.tune import tune
 from model_optimizer.usecase.verify import needs_retune, retune, verify
 
 __all__ = ["ApplyResult", "BenchRecipe", "EvaluateResult", "ExportResult", "FleetSweepOutcome",
-           "Notice", "ReportResult", "RollbackOutcome", "SplitOutcome", "WorkloadFlags",
-           "apply", "apply_fleet", "bench", "bench_recipe", "capacity", "evaluate", "export",
-           "needs_retune", "optimize", "quantize", "report", "retune", "rollback", "route",
-           "split", "sweep", "sweep_instances", "tune", "verify"]
+           "InitResult", "Notice", "ReportResult", "RollbackOutcome", "SplitOutcome",
+           "WorkloadFlags", "apply", "apply_fleet", "bench", "bench_recipe", "capacity",
+           "evaluate", "export", "init", "needs_retune", "optimize", "quantize", "report",
+           "retune", "rollback", "route", "split", "sweep", "sweep_instances", "tune", "verify"]

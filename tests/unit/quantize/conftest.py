@@ -1,35 +1,14 @@
-"""A project to quantize with a stand-in quantizer (the real one: tests/integration).
-
-The stand-in is a Python script given as $MOPT_QUANT_PYTHON: it receives the same argv
-(worker.py SPEC.json) and writes a checkpoint the way the worker does (w8a8: it fails).
-"""
+"""A project to quantize with the stand-in quantizer of ``stand_in.py`` (the real one:
+tests/integration), given as $MOPT_QUANT_PYTHON."""
 
 from __future__ import annotations
 
 import json
 import sys
-import textwrap
 
 import pytest
 
-FAKE = textwrap.dedent("""\
-    import json, shutil, sys
-    from pathlib import Path
-    worker, spec_file = sys.argv[1], sys.argv[2]
-    assert worker.endswith("worker.py"), worker
-    spec = json.loads(Path(spec_file).read_text())
-    print("MOPT-STAGE calibrating on", len(json.loads(Path(spec["texts_file"]).read_text())),
-          flush=True)
-    if spec["scheme"] == "w8a8":
-        print("boom: out of memory", flush=True)
-        sys.exit(1)
-    shutil.copytree(spec["source"], spec["output"])
-    config = json.loads((Path(spec["output"]) / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "compressed-tensors"}
-    (Path(spec["output"]) / "config.json").write_text(json.dumps(config))
-    Path(spec["result_file"]).write_text(json.dumps({"tool": "fake 1.0", "seconds": 0}))
-    print("MOPT-STAGE done", flush=True)
-""")
+from .stand_in import FAKE
 
 
 @pytest.fixture
