@@ -2,44 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from model_optimizer.archive import runs_dir
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
     SetOption,
-    err_console,
     handle_errors,
     print_json,
     progress_console,
 )
-from model_optimizer.cli.current import (
-    ForceOption,
-    OptionalRecipeArg,
-    check_before_launch,
-    load_chosen,
-)
-from model_optimizer.cli.outcomes import print_eval
+from model_optimizer.cli.current import ForceOption, OptionalRecipeArg, load_chosen
+from model_optimizer.cli.outcomes import print_eval, print_notice
 from model_optimizer.cli.progress import EvalProgress
-from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
-from model_optimizer.quality import evaluate, quality_of
-from model_optimizer.quality.config import LmEvalConfig
-from model_optimizer.quality.evaluate import EvalOutcome
-from model_optimizer.signals import terminate_as_interrupt
-
-
-def _exit_code(outcome: EvalOutcome) -> int:
-    result = outcome.result
-    if not result.ok:
-        return EXIT_START_FAILED if (result.archive / "failure.json").is_file() \
-            else EXIT_RUN_FAILED
-    if outcome.gate is not None and not outcome.gate.passed:
-        return EXIT_SLO_FAILED
-    return EXIT_OK
+from model_optimizer.usecase.eval import evaluate
 
 
 @handle_errors
@@ -83,21 +63,13 @@ def eval_command(
     lm-eval); 130 interrupted. The server is always stopped before mopt exits.
     """
     loaded = load_chosen(recipe, overrides, "eval", as_json, runs_dir_opt)
-    config = quality_of(loaded)
-    if eval_set is not None:
-        config = config.with_overrides(eval_set=str(eval_set.resolve()))
-    if lm_eval_task:
-        config = replace(config, lm_eval=replace(config.lm_eval or LmEvalConfig(),
-                                                 tasks=tuple(lm_eval_task)))
-    config = config.with_overrides(repeats=repeats)
-    if url is None:
-        check_before_launch(loaded, force, err_console)
-    terminate_as_interrupt()
     with EvalProgress(progress_console(as_json), label="eval: ") as progress:
-        outcome = evaluate(loaded, config=config, baseline=baseline, url=url, model=model,
-                           runs_base=runs_dir_opt, on_event=progress)
+        result = evaluate(loaded, baseline=baseline, url=url, model=model, eval_set=eval_set,
+                          lm_eval_tasks=lm_eval_task, repeats=repeats,
+                          runs_base=runs_dir(runs_dir_opt), force=force, on_event=progress,
+                          on_notice=print_notice)
     if as_json:
-        print_json(outcome.to_dict())
+        print_json(result.to_dict())
     else:
-        print_eval(outcome)
-    raise typer.Exit(_exit_code(outcome))
+        print_eval(result.outcome)
+    raise typer.Exit(result.exit_code)

@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from model_optimizer.cli.common import console, print_json
-from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.plan import FleetPlan, plan_fleet
+from model_optimizer.usecase.apply import refuse_fleet_overrides
 
 GIB = 1024**3
 
@@ -44,8 +44,7 @@ def fleet_table(plan: FleetPlan) -> Table:
 def plan_fleet_command(path: Path, model_config: Path | None, overrides: list[str] | None,
                        as_json: bool) -> None:
     """Plan the fleet at ``path``; exit 1 when it does not fit."""
-    if overrides:
-        raise UsageError("--set is for recipes; change a fleet's instance with its set: list")
+    refuse_fleet_overrides(overrides)
     fleet = load_fleet(path)
     plan = plan_fleet(fleet, model_config)
     if as_json:

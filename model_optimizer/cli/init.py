@@ -9,28 +9,7 @@ import typer
 from rich.markup import escape
 
 from model_optimizer.cli.common import JsonOption, console, err_console, handle_errors, print_json
-from model_optimizer.errors import UsageError
-from model_optimizer.fsutil import atomic_write_text
-from model_optimizer.onboard.detect import SeenHardware, known_accelerators, seen_hardware
-from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe, with_prompt_file
-from model_optimizer.onboard.quality import write_quality_files
-from model_optimizer.plan.accelerators import canonical_accelerator
-
-
-def _hardware(accelerator: str | None, memory_gib: float | None, count: int | None
-              ) -> SeenHardware:
-    seen = seen_hardware()
-    if accelerator is not None and accelerator not in known_accelerators():
-        accelerator = canonical_accelerator(accelerator)  # case, aliases; else did-you-mean
-    if accelerator is None or accelerator == seen.accelerator:
-        hw = seen
-    else:
-        hw = SeenHardware(accelerator, 1, None, f"{accelerator} (named, not seen here)")
-    if memory_gib is not None:
-        hw = SeenHardware(hw.accelerator, hw.count, memory_gib, hw.description)
-    if count is not None:
-        hw = SeenHardware(hw.accelerator, count, hw.memory_gib, hw.description)
-    return hw
+from model_optimizer.usecase.init import init as write_recipe
 
 
 @handle_errors
@@ -63,29 +42,18 @@ def init(
     The recipe validates; `mopt plan` shows the arithmetic, `mopt optimize` measures it.
     Exit 0, or 2 on a bad folder, flag or an existing file without --force.
     """
-    if not model_dir.is_dir():
-        raise UsageError(f"{model_dir}: not a folder (give the model folder with config.json)")
-    target = output or Path("recipes") / f"{(name or model_dir.resolve().name)}.yaml"
-    if target.exists() and not force:
-        raise UsageError(f"{target}: exists; pass --force to overwrite or --output FILE")
-    work = WorkloadChoice(prompt_tokens, output_tokens)
-    if prompts is not None:
-        work = with_prompt_file(work, prompts, model_dir)
-    hw = _hardware(accelerator, memory_gib, count)
-    result = build_init_recipe(model_dir, target, hw, work, name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, result.text)
-    write_quality_files(result.files, target)
-    if work.warning:
-        err_console.print(f"[yellow]warning:[/] {escape(work.warning)}", highlight=False,
+    result = write_recipe(model_dir, output=output, name=name, accelerator=accelerator,
+                          memory_gib=memory_gib, count=count, prompts=prompts,
+                          prompt_tokens=prompt_tokens, output_tokens=output_tokens, force=force)
+    for warning in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False,
                           soft_wrap=True)
     if as_json:
-        print_json({"ok": True, "recipe": str(target), "name": result.name,
-                    "plan": result.plan_verdict, "choices": result.choices,
-                    "warnings": [work.warning] if work.warning else []})
+        print_json(result.to_dict())
         return
-    console.print(f"wrote {target} ({result.name}, {hw.description}); plan: "
-                  f"{result.plan_verdict}", highlight=False)
+    console.print(f"wrote {result.recipe} ({result.name}, {result.hardware.description}); "
+                  f"plan: {result.plan}", highlight=False)
     for problem in result.choices["problems"]:
         console.print(f"[bold red]problem:[/] {problem}", highlight=False)
-    console.print(f"next: mopt plan {target}   |   mopt optimize {target}", highlight=False)
+    console.print(f"next: mopt plan {result.recipe}   |   mopt optimize {result.recipe}",
+                  highlight=False)

@@ -17,9 +17,9 @@ from model_optimizer.cli.common import (
     print_json,
     progress_console,
 )
-from model_optimizer.cli.current import OptionalRecipeArg, load_chosen
+from model_optimizer.cli.current import OptionalRecipeArg, recipe_or_current
 from model_optimizer.events import Event, QuantizeStage, QuantizeStarted
-from model_optimizer.recipe import Variation
+from model_optimizer.usecase.quantize import quantize as run_quantize
 
 
 @handle_errors
@@ -44,14 +44,8 @@ def quantize(
     when the checkpoint on disk changes (--strict refuses). Exit 0; 2 bad input; 3 the
     quantizer failed; 130 interrupted.
     """
-    from model_optimizer.quantize.run import quantize as run_quantize
-    from model_optimizer.signals import terminate_as_interrupt
-
-    terminate_as_interrupt()
-    extra = [Variation("quantize.scheme", scheme, "mopt quantize --scheme")] if scheme else []
-    loaded = load_chosen(recipe, [*(overrides or []), *extra], "quantize", as_json,
-                         runs_dir_opt)
     say = progress_console(as_json)
+    path = recipe_or_current(recipe, "quantize", say, runs_dir_opt)
 
     def on_event(event: Event) -> None:
         if isinstance(event, QuantizeStarted):
@@ -60,12 +54,10 @@ def quantize(
         elif isinstance(event, QuantizeStage):
             say.print(f"  {event.text}", highlight=False)
 
-    result = run_quantize(loaded, runs_dir(runs_dir_opt), output or recipe, force=force,
-                          on_event=on_event)
+    result = run_quantize(path, scheme=scheme, overrides=overrides, output=output,
+                          force=force, runs_base=runs_dir(runs_dir_opt), on_event=on_event)
     if as_json:
-        print_json({"ok": True, "checkpoint": str(result.checkpoint),
-                    "recipe": str(result.recipe_file), "archive": str(result.archive),
-                    "seconds": result.seconds, "pins": result.pins})
+        print_json(result.to_dict())
         return
     console.print(f"checkpoint {result.checkpoint} (sha256 {result.pins['sha256'][:12]}) in "
                   f"{result.seconds:.1f} s", highlight=False)

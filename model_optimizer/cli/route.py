@@ -21,13 +21,12 @@ from model_optimizer.cli.common import (
     progress_console,
 )
 from model_optimizer.cli.progress import EvalProgress
-from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_START_FAILED, UsageError
+from model_optimizer.errors import UsageError
 from model_optimizer.events import Event, QualityBaseline, QualityEval
-from model_optimizer.fleet import load_fleet
-from model_optimizer.quality.fleet_route import RouteOutcome, route_by_precision
+from model_optimizer.quality.fleet_route import RouteOutcome
 from model_optimizer.quality.precision import MIN_ITEMS, PrecisionDecision
 from model_optimizer.quality.report import fmt
-from model_optimizer.signals import terminate_as_interrupt
+from model_optimizer.usecase.route import route as run_route
 
 
 class RouteProgress(EvalProgress):
@@ -128,18 +127,13 @@ def route(
     Exit codes: 0 routed and written; 2 bad input; 3 an instance failed to start; 5 an eval
     failed (nothing written); 130 interrupted.
     """
-    fleet = load_fleet(fleet_path)  # a recipe or a broken file: RecipeError, file:line
     urls = parse_urls(url)
-    terminate_as_interrupt()
     with RouteProgress(progress_console(as_json), label="route: ") as progress:
-        outcome = route_by_precision(
-            fleet, runs_dir(runs_dir_opt), fast=fast, precise=precise,
-            eval_set=str(eval_set.resolve()) if eval_set else None, urls=urls,
-            min_items=min_items, output=output, on_event=progress)
+        outcome = run_route(fleet_path, fast=fast, precise=precise, eval_set=eval_set,
+                            urls=urls, min_items=min_items, output=output,
+                            runs_base=runs_dir(runs_dir_opt), on_event=progress)
     if as_json:
         print_json(outcome.to_dict())
     else:
         print_route(outcome)
-    if outcome.failure is None:
-        raise typer.Exit(EXIT_OK)
-    raise typer.Exit(EXIT_START_FAILED if outcome.start_failed else EXIT_RUN_FAILED)
+    raise typer.Exit(outcome.exit_code)

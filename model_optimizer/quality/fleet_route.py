@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from model_optimizer.archive import utc_now
-from model_optimizer.errors import UsageError
+from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_START_FAILED, UsageError
 from model_optimizer.events import EventCallback, QualityBaseline, QualityEval, quiet
 from model_optimizer.fleet.revision import write_routing
 from model_optimizer.fleet.rules import workload_classes
@@ -48,6 +48,14 @@ class RouteOutcome:
         """True when an instance's server did not start (its eval archive has failure.json)."""
         return any(o is not None and not o.result.ok and (o.result.archive / "failure.json")
                    .is_file() for o in (self.reference, self.candidate))
+
+    @property
+    def exit_code(self) -> int:
+        """`mopt route`'s: 0 routed and written; 3 an instance did not start; 5 an eval
+        failed (nothing written)."""
+        if self.failure is None:
+            return EXIT_OK
+        return EXIT_START_FAILED if self.start_failed else EXIT_RUN_FAILED
 
     def to_dict(self) -> dict:
         """JSON form (``mopt route --json``)."""

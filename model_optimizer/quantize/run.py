@@ -23,7 +23,7 @@ from pathlib import Path
 from model_optimizer.archive.entry import run_fields
 from model_optimizer.archive.names import RUN_FILE
 from model_optimizer.archive.run import STATUS_INTERRUPTED, STATUS_OK, RunArchive, utc_now
-from model_optimizer.errors import MoptError, UsageError
+from model_optimizer.errors import EXIT_OK, MoptError, UsageError
 from model_optimizer.events import EventCallback, QuantizeStage, QuantizeStarted, quiet
 from model_optimizer.models.pins import checkpoint_hash
 from model_optimizer.plan.quant_schemes import scheme
@@ -51,6 +51,17 @@ class QuantizeResult:
     recipe_file: Path
     archive: Path
     seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        """0: a quantizer that fails raises QuantizeError (3) instead."""
+        return EXIT_OK
+
+    def to_dict(self) -> dict:
+        """``mopt quantize --json``."""
+        return {"ok": True, "checkpoint": str(self.checkpoint),
+                "recipe": str(self.recipe_file), "archive": str(self.archive),
+                "seconds": self.seconds, "pins": self.pins}
 
 
 def quant_python() -> Path:

@@ -32,20 +32,14 @@ def recipe_for(target: Path, output: Path | None,
     exists), with its quality files, told to ``on_notice``."""
     if not target.is_dir():
         return target
-    from model_optimizer.fsutil import atomic_write_text
-    from model_optimizer.onboard.detect import seen_hardware
-    from model_optimizer.onboard.init import WorkloadChoice, build_init_recipe
-    from model_optimizer.onboard.quality import write_quality_files
+    from model_optimizer.usecase.init import init
 
     recipe = output or Path("recipes") / f"{target.resolve().name}.yaml"
     if recipe.exists():
         raise UsageError(f"{recipe}: exists; optimize it with `mopt optimize {recipe}`, or "
                          "pass --output for a new file")
-    result = build_init_recipe(target, recipe, seen_hardware(), WorkloadChoice())
-    recipe.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(recipe, result.text)
-    write_quality_files(result.files, recipe)
-    tell(on_notice, INIT, [f"wrote {recipe} with `mopt init` (plan: {result.plan_verdict})"])
+    written = init(target, output=recipe)
+    tell(on_notice, INIT, [f"wrote {recipe} with `mopt init` (plan: {written.plan})"])
     return recipe
 
 

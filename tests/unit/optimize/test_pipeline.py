@@ -23,7 +23,7 @@ from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
 from model_optimizer.recipe import load_recipe
 from tests.unit.conftest import AVX2_FLAGS
 
-from ..quantize.test_run import FAKE
+from ..quantize.stand_in import FAKE
 
 QPS = {"baseline": 10.0, "w4a16": 12.0, "kv-fp8": 11.0}
 UNGATED = {"no_quality_gate": True}  # the user's explicit --no-quality-gate
