@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.errors import EXIT_OK, EXIT_RUN_FAILED, EXIT_SLO_FAILED, EXIT_START_FAILED
@@ -42,7 +43,7 @@ class EvaluateResult:
         gate = self.outcome.gate
         return EXIT_SLO_FAILED if gate is not None and not gate.passed else EXIT_OK
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``mopt eval --json``: the eval's summary."""
         return self.outcome.to_dict()
 

@@ -39,7 +39,7 @@ class InitResult:
         """0: every refusal raises UsageError (2) instead."""
         return EXIT_OK
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """``mopt init --json``."""
         return {"ok": True, "recipe": str(self.recipe), "name": self.name, "plan": self.plan,
                 "choices": self.choices, "warnings": self.warnings}
