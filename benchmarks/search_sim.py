@@ -7,10 +7,11 @@ PNG of chosen / true best (p5 and median) per cell.
 
     .venv/bin/python benchmarks/search_sim.py [--reps 300] [--png sim.png]
         [--curves monotone,rise-fall] [--noise cv5,cv30+collapse]
-        [--strategies relaunch,probe-scan,probe-fit]
+        [--strategies relaunch,probe-scan,probe-fit] [--jobs 2] [--predict-reps 0]
 
 A relaunch or probe-scan search takes a few milliseconds, a fitted one some tens (its
 bootstrap); the full table at 300 repetitions is about 15 minutes on one busy core.
+``--jobs 2`` runs the cells in two processes (the rows are the same: each cell is seeded).
 
 ``--tune`` prints the tune's table instead: the real tune (optuna TPE, scanning trials, the
 confirming launch) on every numeric curve times a block_size effect of 1.00 / 1.03 / 0.97
@@ -157,6 +158,11 @@ def main_predict(args: argparse.Namespace) -> None:
           f"{time.monotonic() - began:.0f} s")
 
 
+def _sweep_cell(curve: str, noise: str, strategy: str, reps: int, budget_min: float) -> Row:
+    """One sweep cell (by names, so that a worker process can run it)."""
+    return simulate(curves()[curve], REGIMES[noise], strategy, reps, budget_min=budget_min)
+
+
 def _tune_cell(surface: str, noise: str, reps: int, n_trials: int) -> TuneRow:
     """One tune cell (by names, so that a worker process can run it)."""
     return simulate_tune(surfaces()[surface], REGIMES[noise], reps, n_trials=n_trials)
@@ -186,11 +192,12 @@ def main() -> None:
     parser.add_argument("--png", default=None, help="write the plot here")
     parser.add_argument("--tune", action="store_true", help="the tune's table instead")
     parser.add_argument("--n-trials", type=int, default=12, help="--tune: the trial budget")
-    parser.add_argument("--jobs", type=int, default=1, help="--tune: cells at a time")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at a time (processes)")
     parser.add_argument("--predict", action="store_true",
                         help="the fitted curve's prediction table alone")
     parser.add_argument("--predict-reps", type=int, default=100,
-                        help="repetitions per prediction cell")
+                        help="repetitions per prediction cell (0: no prediction table "
+                        "after the sweep table)")
     args = parser.parse_args()
     if args.tune:
         main_tune(args)
@@ -199,16 +206,16 @@ def main() -> None:
         main_predict(args)
         return
     args.curves = args.curves or ",".join(curves())
-    shapes, rows, began = curves(), [], time.monotonic()
-    for name in args.curves.split(","):
-        for noise in args.noise.split(","):
-            for strategy in args.strategies.split(","):
-                rows.append(simulate(shapes[name], REGIMES[noise], strategy, args.reps))
+    names, began = args.curves.split(","), time.monotonic()
+    cells = [(name, noise, strategy, args.reps, BUDGET_MIN) for name in names
+             for noise in args.noise.split(",") for strategy in args.strategies.split(",")]
+    if DEFAULT in args.strategies.split(",") and "cv30+collapse" in args.noise.split(","):
+        cells += [(name, "cv30+collapse", DEFAULT, args.reps, 3 * BUDGET_MIN) for name in names]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        done = list(pool.map(_sweep_cell, *zip(*cells, strict=True)))
+    rows = [row for row, cell in zip(done, cells, strict=True) if cell[4] == BUDGET_MIN]
+    loud = [row for row, cell in zip(done, cells, strict=True) if cell[4] != BUDGET_MIN]
     print(markdown(rows))
-    loud = [simulate(shapes[name], REGIMES["cv30+collapse"], DEFAULT, args.reps,
-                     budget_min=3 * BUDGET_MIN)
-            for name in args.curves.split(",") if DEFAULT in args.strategies.split(",")
-            and "cv30+collapse" in args.noise.split(",")]
     print(f"\nCV 30% + collapses at 3x the default budget ({3 * BUDGET_MIN:g} min), "
           f"{DEFAULT}:\n")
     print(markdown(loud))
@@ -221,8 +228,9 @@ def main() -> None:
           f"{time.monotonic() - began:.0f} s")
     if args.png:
         plot(rows, args.png)
-    print()
-    main_predict(args)
+    if args.predict_reps:
+        print()
+        main_predict(args)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 The steps are the sweep loop's (``sweep/loop.py``) in the same order, calling the same pure
 functions: growth and bisection by :func:`~model_optimizer.sweep.strategy.next_value`, the
 sequential re-measurement by :func:`~model_optimizer.sweep.decide.remeasure_plan` (stopped
-by the launch or the time budget), the choice by
+by the launch or the time budget, checked before every step by the live rule on the
+simulated clock: ``simulate/budget.py``), the choice by
 :func:`~model_optimizer.sweep.strategy.choose`, then a sustained confirmation launch per
 candidate (the chosen value, then
 :func:`~model_optimizer.sweep.strategy.fallback_candidates`). Only the measurement is
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 from model_optimizer.search.scanrules import MAX_SCAN_SERVERS, lowered_ceiling
 from model_optimizer.simulate.bench import Bench, Noise, Outcome
+from model_optimizer.simulate.budget import SimBudget
 from model_optimizer.simulate.fitted import run_fitted
 from model_optimizer.simulate.truth import Curve
 from model_optimizer.sweep.decide import (
@@ -59,18 +61,25 @@ def sweep_config(curve: Curve, *, relative_resolution: float | None = 0.0,
 def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
                budget_min: float | None = BUDGET_MIN,
                relative_resolution: float | None = 0.0) -> Outcome:
-    """One seeded search of ``curve`` under ``noise`` by ``strategy``, spending at most
-    ``budget_min`` simulated minutes searching and re-measuring (the sweep's budget)."""
+    """One seeded search of ``curve`` under ``noise`` by ``strategy`` within ``budget_min``
+    simulated minutes, its confirmation included (the sweep's ``sweep.budget``)."""
     bench = Bench(curve, noise, seed)
+    budget = SimBudget(bench, budget_min, CONFIRM_S)
     if strategy == "probe-fit" and not curve.categorical:
-        return run_fitted(bench, seed, budget_min)
+        return run_fitted(bench, seed, budget)
     config = sweep_config(curve, relative_resolution=relative_resolution)
-    measure: Callable[[object, str], Point] = bench.relaunch_point
+    raw: Callable[[object, str], Point] = bench.relaunch_point
     failed = None
     if strategy == "probe-scan" and not curve.categorical:
-        measure, failed = scan_server(config, bench)
+        raw, failed = scan_server(config, bench, budget)
     history: list[Point] = []
-    spent = _spent(bench, budget_min)
+
+    def measure(value, phase: str) -> Point:
+        return budget.take(raw, value, phase)
+
+    def spent() -> bool:
+        return budget.spent(history)
+
     search(config, history, measure, spent)
     if not config.categorical:
         remeasure(config, history, measure, spent)
@@ -79,13 +88,15 @@ def run_search(curve: Curve, noise: Noise, seed: int, strategy: str, *,
     return Outcome(chosen, validated, warned, bench.launches, bench.windows, bench.clock)
 
 
-def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None]:
+def scan_server(config: SweepConfig, bench: Bench,
+                budget: SimBudget | None = None) -> tuple[Callable, int | None]:
     """The probe-scan server (the loop's ``_probe_scan``): launched at the ceiling, lowered
     once after a memory failure (an OOM ceiling's launches fail for memory); the measure
     function (a relaunch per value when no scan server started) and the ceiling that failed."""
     failed = None
     for launched in range(1, MAX_SCAN_SERVERS + 1):
-        server = bench.launch(int(config.max))
+        server = (budget.launch_scan_server(int(config.max)) if budget is not None
+                  else bench.launch(int(config.max)))
         if server.started:
             return server.window, failed
         lowered = lowered_ceiling("oom", int(config.max), int(config.start))
@@ -93,13 +104,6 @@ def scan_server(config: SweepConfig, bench: Bench) -> tuple[Callable, int | None
             break
         failed, config.max = int(config.max), lowered
     return bench.relaunch_point, failed
-
-
-def _spent(bench: Bench, budget_min: float | None) -> Callable[[], bool]:
-    """True once the simulated clock has passed the budget (the session's ``out_of_time``:
-    the rule the published tables were measured with; the live sweep now also counts the
-    next step and the confirmation, ``sweep/budget.py``)."""
-    return lambda: budget_min is not None and bench.clock > budget_min * 60
 
 
 def search(config: SweepConfig, history: list[Point],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from model_optimizer.search.scanrules import lower_ceiling
 from model_optimizer.simulate.bench import Bench, Outcome
+from model_optimizer.simulate.budget import SimBudget
 from model_optimizer.sweep.decide import shortfall
 from model_optimizer.sweep.fitscan import (
     NARROW_ROUNDS,
@@ -28,16 +29,16 @@ from model_optimizer.sweep.model import relative_grid
 THRESHOLD, CONFIRM_S, MAX_SERVER_LAUNCHES = 0.05, 60.0, 3
 
 
-def run_fitted(bench: Bench, seed: int, budget_min: float | None = None):
+def run_fitted(bench: Bench, seed: int, budget: SimBudget | None = None):
     """One probe-fit search of a numeric curve (a categorical knob is relaunched by
-    ``simulate.drive``), its windows stopped by ``budget_min`` simulated minutes (once
-    passed, the published tables' rule; the live loop stops a step earlier, counting the
-    next window and the confirmation, ``sweep/budget.py``), the knee then fitted on what
-    was measured."""
+    ``simulate.drive``), no window started that the time left cannot hold with the
+    confirmation (``budget``: the live rule on the simulated clock, ``simulate/budget.py``;
+    None: no budget), the knee then fitted on what was measured."""
     curve = bench.curve
+    budget = budget or SimBudget(bench, None, CONFIRM_S)
     ceiling, server = curve.high, None
     for _ in range(MAX_SERVER_LAUNCHES - 1):
-        server = bench.launch(ceiling)
+        server = budget.launch_scan_server(ceiling)
         if server.started:
             break
         ceiling = lower_ceiling(ceiling, None, curve.low)
@@ -47,15 +48,15 @@ def run_fitted(bench: Bench, seed: int, budget_min: float | None = None):
     history = []
     while (step := next_step(history, curve.low, ceiling, THRESHOLD, rounds=NARROW_ROUNDS,
                              window_minutes=minutes, seed=seed)).value is not None:
-        if budget_min is not None and bench.clock > budget_min * 60:
+        if budget.spent(history):
             break
-        history.append(server.window(step.value, step.phase))
+        history.append(budget.take(server.window, step.value, step.phase))
     knee = step.knee if step.value is None else knee_so_far(
         history, curve.low, ceiling, THRESHOLD, window_minutes=minutes, seed=seed)
     if knee is None:
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     failed = ceiling * 2 if ceiling < curve.high else None
-    knee = cut_knee(knee, windows_of(history, minutes), failed, THRESHOLD)
+    knee = cut_knee(knee, windows_of(history, minutes), failed, THRESHOLD, seed=seed)
     warned = not knee.resolved
     chosen = fitted_choice(knee.to_dict(), history)[0]
     for value in reversed([v for v in relative_grid(curve.low, knee.value)][-3:]):

@@ -52,7 +52,8 @@ from model_optimizer.sweep.pool import (
 
 __all__ = ["FIRST_ROUNDS", "PHASE_REMEASURE", "choice_noise", "choice_resolved", "compare",
            "cut_range_note", "cut_range_unresolved", "decision_record", "distinct",
-           "interval", "margin_shortfall", "measured_noise", "noise_note", "pooled",
+           "interval", "margin_shortfall", "measured_noise", "noise_note", "noise_words",
+           "pooled",
            "quality_failures", "remeasure_plan", "shortfall", "top_candidates", "written"]
 
 #: interleaved rounds of the top two candidates before the sequential follow-ups
@@ -249,9 +250,24 @@ def noise_note(config: Any, history: Sequence[Any], confirmations: Sequence[dict
     if margin.comparisons is None:   # fewer than two windows of the choice beyond its own
         return (f"; NOT RESOLVED: the windows do not show the choice at {share} or more of "
                 "every other value: it was re-measured fewer than twice before the budget "
-                f"ran out, and single windows vary by {noise['cv']:.0%} (raise "
-                "`sweep.budget`, or `sweep.max_launches` for a relaunching sweep)")
+                f"ran out, and {noise_words(noise)} (raise `sweep.budget`, or "
+                "`sweep.max_launches` for a relaunching sweep)")
     return f"; NOT RESOLVED within the budget: {margin_words(margin, noise, window_s)}"
+
+
+def noise_words(noise: dict) -> str:
+    """The measured noise with what it rests on: a spread from a repeat or two is a poor
+    estimate of the noise (two windows that happen to agree read 0%), so the words never
+    say "single windows vary by" on fewer than two degrees of freedom."""
+    cv = f"{noise['cv']:.1%}"
+    if noise.get("with_confirmation"):
+        return (f"the chosen value's window and its sustained run differ by {cv}: too few "
+                "to measure the noise")
+    windows, values = noise["windows"], noise["values"]
+    rests = f"{windows} windows of {values} value{'s' if values != 1 else ''}"
+    if windows - values < 2:   # one degree of freedom
+        return f"the only repeated windows, {rests}, differ by {cv}: too few to measure the noise"
+    return f"single windows vary by {cv} over {rests} measured more than once"
 
 
 def margin_words(margin: Margin, noise: dict, window_s: float | None = None) -> str:

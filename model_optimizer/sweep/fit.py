@@ -177,17 +177,13 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
     None with fewer than :data:`MIN_WINDOWS` windows or fewer than three distinct values."""
     if len(windows) < MIN_WINDOWS or len({w.value for w in windows}) < 3:
         return None
-    drift = len({w.value for w in windows}) < len(windows)  # repeats make drift visible
-    index, share = knee_on_grid(fit_params(windows, drift), grid, threshold)
+    params, again = refits(windows, seed=seed, bootstrap=bootstrap)
+    index, share = knee_on_grid(params, grid, threshold)
     position = int(index[0])
-    rng = numpy.random.default_rng(seed)
-    counts = rng.multinomial(len(windows), [1 / len(windows)] * len(windows), size=bootstrap)
-    again = fit_params(windows, drift, counts.astype(float))
     knees, shares = knee_on_grid(again, grid, threshold)
     knees = numpy.sort(numpy.asarray(grid)[knees])
     shares = numpy.sort(shares[:, position])
     share_low = float(shares[0])
-    params = fit_params(windows, drift)
     fitted = float(1.0 / max(float(usl_inverse(params[0], numpy.array([grid[position]]))[0]),
                              1e-12))
     misfit = _misfit(windows, params[0], threshold, grid[position], fitted)
@@ -199,6 +195,18 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
                 len(windows), 0 if resolved or misfit else _more_windows(
                     len(windows), share_low, threshold), fitted,
                 misfit=None if misfit is None else asdict(misfit))
+
+
+def refits(windows: Sequence[Window], *, seed: int = 0, bootstrap: int = BOOTSTRAP
+           ) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """The point fit's parameters (one row) and the bootstrap refits' (``bootstrap`` rows,
+    windows drawn with replacement): the refits behind a knee's band, the same draws for the
+    same ``seed``. Drift is fitted only where a value was measured more than once (repeats
+    make it visible)."""
+    drift = len({w.value for w in windows}) < len(windows)
+    rng = numpy.random.default_rng(seed)
+    counts = rng.multinomial(len(windows), [1 / len(windows)] * len(windows), size=bootstrap)
+    return fit_params(windows, drift), fit_params(windows, drift, counts.astype(float))
 
 
 def _misfit(windows: Sequence[Window], params: numpy.ndarray, threshold: float,

@@ -40,7 +40,8 @@ def test_the_sustained_run_gives_the_noise_of_the_chosen_value():
     assert "sustained run" in noise_sentence(noise, 0.05)
     far = [sustained(32, 55.0)]                            # 70 then 55: CV about 17%
     assert not choice_resolved(CONFIG, ONCE, None, None, far)
-    assert "17%" in noise_note(CONFIG, ONCE, far)
+    assert "its sustained run differ by 17.0%: too few to measure the noise" in \
+        noise_note(CONFIG, ONCE, far)
 
 
 def test_a_rejected_or_unread_sustained_run_gives_no_noise():

@@ -67,6 +67,23 @@ def test_fewer_than_two_re_measured_windows_show_no_margin():
     assert "re-measured fewer than twice" in note and "inf" not in note
 
 
+def test_a_note_on_one_repeat_does_not_call_the_noise_zero():
+    # 24 read 96.0 and 96.3: one repeat, one degree of freedom, a spread of 0.2%; the note
+    # once said "single windows vary by 0%", as if the noise were known and nil
+    written = [{"ok": True, "value": 24, "figures": {"qps": 96.2}}]
+    note = noise_note(CONFIG, search(96.0) + again((24, 96.3)), written)
+    assert "re-measured fewer than twice" in note and "vary by" not in note
+    assert "2 windows of 1 value, differ by 0.2%: too few to measure the noise" in note
+    # nothing re-measured: the noise is the window against its sustained run, said so
+    note = noise_note(CONFIG, search(96.0), written)
+    assert "vary by" not in note
+    assert "window and its sustained run differ by 0.1%: too few to measure" in note
+    # two degrees of freedom or more: the measured noise with what it rests on
+    note = noise_note(CONFIG, search(97.0) + again((24, 96.0), (32, 100.0)), written)
+    assert "single windows vary by 0.7% over 4 windows of 2 values measured more " \
+           "than once" in note
+
+
 def test_the_best_holds_against_every_other_value_and_noisy_windows_show_nothing():
     history = search(97.0) + again((24, 96.0), (32, 100.0), (24, 95.0), (32, 101.0))
     assert margin_shortfall(0.05, history, 32) is None      # 0.98-1.05 of each, clearly

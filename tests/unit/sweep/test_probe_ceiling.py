@@ -14,9 +14,9 @@ from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import RecipeSpec
 from model_optimizer.search.scanrules import lowered_ceiling
 from model_optimizer.sweep.decide import PHASE_REMEASURE, choice_resolved, cut_range_unresolved
-from model_optimizer.sweep.fit import Window, fit_knee
+from model_optimizer.sweep.fit import Window, fit_knee, refits, usl_inverse
 from model_optimizer.sweep.fitscan import cut_knee
-from model_optimizer.sweep.model import Point, SweepConfig
+from model_optimizer.sweep.model import Point, SweepConfig, relative_grid
 from tests.unit.sweep.test_probe_loop import mock_probe_sweep
 
 OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -73,6 +73,28 @@ def test_a_fitted_knee_is_cut_when_the_curve_rises_past_the_lowered_ceiling():
         assert (not cut.resolved, cut.cut) == (hidden, hidden)
         assert cut_knee(knee, windows, None, 0.05) == knee
     assert "lowered" in replace(knee, resolved=False, cut=True).verdict()
+
+
+#: the simulator's recorded failing series (``oom-ceiling`` at CV 10%, seed 2: a launch above
+#: 40 fails, 64 failed, the scan ran 1..32 up and down, 20 s a window): the point fit,
+#: flattened by noise, put the knee 26 within the margin of its own extrapolation to 64, but
+#: 26 is 0.891 of the true best (40) and its bootstrap refits reach as low as 0.79
+OOM_CV10_SEED2 = [
+    (1, 7.81), (2, 12.77), (3, 16.7), (4, 22.04), (6, 28.18), (8, 34.96), (12, 51.83),
+    (16, 48.72), (24, 62.47), (32, 61.02), (32, 56.93), (24, 53.59), (16, 52.21), (12, 44.47),
+    (8, 25.37), (6, 29.51), (4, 26.19), (3, 17.82), (2, 13.18), (1, 5.9)]
+
+
+def test_the_cut_range_is_judged_on_the_refits_as_the_band_is():
+    windows = [Window(n, qps, minute=i / 3) for i, (n, qps) in enumerate(OOM_CV10_SEED2)]
+    knee = fit_knee(windows, relative_grid(1, 32), 0.05, seed=2)
+    assert knee is not None and knee.resolved and knee.value == 26   # the band alone: resolved
+    cut = cut_knee(knee, windows, 64, 0.05, seed=2)
+    assert not cut.resolved and cut.cut and "lowered" in cut.verdict()
+    # the rule that missed it: the point fit's own extrapolation keeps 26 within 1.5 x 5%
+    point = refits(windows, seed=2)[0][0]
+    reach = 1.0 / float(usl_inverse(point, numpy.array([63.0]))[0])
+    assert knee.fitted >= 0.925 * reach
 
 
 @dataclass(frozen=True)
