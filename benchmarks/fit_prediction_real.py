@@ -2,7 +2,7 @@
 
 Issue 35 item 4 asks for the fitted curve's error on levels it did not measure, on the real
 engine, each held-out level against the median of at least 5 windows. The simulator measures
-the same rule on known curves (``model_optimizer/simulate/predtable.py``); this script feeds
+the same rule on known curves (``model_optimizer/search/simulate/predtable.py``); this script feeds
 that rule real windows:
 
 1. one vLLM server launched at ``--ceiling`` (the probe-fit scan server), the coarse levels of
@@ -36,10 +36,10 @@ from quiet import add_quiet_args, require_quiet
 from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import Figures
 from model_optimizer.recipe import load_recipe
-from model_optimizer.search.scan import ScanServer
-from model_optimizer.simulate.predtable import FIGURES, held_out
-from model_optimizer.sweep.fitscan import coarse_levels
-from model_optimizer.sweep.predict import Observed
+from model_optimizer.search.core.scan import ScanServer
+from model_optimizer.search.simulate.predtable import FIGURES, held_out
+from model_optimizer.search.sweep.fitscan import coarse_levels
+from model_optimizer.search.sweep.predict import Observed
 
 SETS = ["workload.num_requests=null", "workload.concurrency=null",
         "engine.startup_timeout_s=540"]

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from model_optimizer.models.pins import checkpoint_hash  # noqa: E402
 from model_optimizer.models.trained import build_trained_model  # noqa: E402
-from model_optimizer.optimize.report import stage_launches  # noqa: E402
+from model_optimizer.search.optimize.report import stage_launches  # noqa: E402
 
 MOPT = [sys.executable, "-m", "model_optimizer"]
 

@@ -29,11 +29,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from model_optimizer.archive import RunArchive  # noqa: E402
-from model_optimizer.measure import variant  # noqa: E402
 from model_optimizer.models.trained import build_trained_model  # noqa: E402
 from model_optimizer.quality import evaluate, gate  # noqa: E402
 from model_optimizer.quality.evaluate import serve  # noqa: E402
 from model_optimizer.recipe import load_recipe  # noqa: E402
+from model_optimizer.search.measure import variant  # noqa: E402
 
 RECIPE = REPO_ROOT / "recipes" / "tiny-trained-cpu.yaml"
 

@@ -1,6 +1,6 @@
 """The search simulator's table: every strategy on every curve shape at every noise (issue 20).
 
-Pure simulation (``model_optimizer/simulate``): the real sweep strategy code against
+Pure simulation (``model_optimizer/search/simulate``): the real sweep strategy code against
 ground-truth curves with known answers, seeded noise, a simulated clock; no vLLM. Prints the
 markdown table (one row per curve, noise and strategy) and the goal verdicts, and writes a
 PNG of chosen / true best (p5 and median) per cell.
@@ -15,14 +15,14 @@ bootstrap); the full table at 300 repetitions is about 15 minutes on one busy co
 
 ``--tune`` prints the tune's table instead: the real tune (optuna TPE, scanning trials, the
 confirming launch) on every numeric curve times a block_size effect of 1.00 / 1.03 / 0.97
-(``simulate/tunedrive.py``), one row per surface and noise; about 0.1 s a tune, so
+(``search/simulate/tunedrive.py``), one row per surface and noise; about 0.1 s a tune, so
 ``--jobs 2`` on two cores.
 
     .venv/bin/python benchmarks/search_sim.py --tune [--reps 300] [--jobs 2]
         [--n-trials 12] [--curves ...] [--noise ...]
 
 After the sweep table, the fitted curve's predictions at levels it did not measure
-(``simulate/predtable.py``, issue 35 item 4): per numeric curve and noise, leave-one-level-out
+(``search/simulate/predtable.py``, issue 35 item 4): per numeric curve and noise, leave-one-level-out
 MAPE of throughput and TTFT p50/p99 against the median of 5 windows at the held-out level
 (and against the truth), with the goals (throughput <= 5%, TTFT p50 <= 15%) MET or MISSED
 per noise; ``--predict-reps`` repetitions (default 100: about 4 minutes on one busy core).
@@ -37,16 +37,16 @@ import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from model_optimizer.simulate.bench import REGIMES
-from model_optimizer.simulate.drive import BUDGET_MIN, STRATEGIES
-from model_optimizer.simulate.predtable import (
+from model_optimizer.search.simulate.bench import REGIMES
+from model_optimizer.search.simulate.drive import BUDGET_MIN, STRATEGIES
+from model_optimizer.search.simulate.predtable import (
     PREDICTION_HEADER,
     PredictionRow,
     simulate_prediction,
 )
-from model_optimizer.simulate.table import Row, markdown, simulate
-from model_optimizer.simulate.truth import curves, surfaces
-from model_optimizer.simulate.tunetable import TUNE_HEADER, TuneRow, simulate_tune
+from model_optimizer.search.simulate.table import Row, markdown, simulate
+from model_optimizer.search.simulate.truth import curves, surfaces
+from model_optimizer.search.simulate.tunetable import TUNE_HEADER, TuneRow, simulate_tune
 
 DEFAULT = "probe-fit"
 #: issue 35 item 4: held-out MAPE goals (anchors: AIConfigurator 5.3% throughput, LLM-Emu

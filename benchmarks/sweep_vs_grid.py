@@ -34,11 +34,11 @@ from pathlib import Path
 
 from quiet import add_quiet_args, require_quiet
 
-from model_optimizer.measure import variant
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.search.measure import variant
+from model_optimizer.search.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.loop import start_sweep
 
 try:
     from benchmarks.grid_judge import grid_table, judge, load_grid, save_grid, sweep_unresolved
@@ -79,9 +79,9 @@ def strategy_revision() -> str:
     """The last commit that touched the sweep strategy code (and whether it is modified)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
-    revision = git("log", "-1", "--format=%h", "--", "model_optimizer/sweep",
+    revision = git("log", "-1", "--format=%h", "--", "model_optimizer/search/sweep",
                    "model_optimizer/search")
-    dirty = git("status", "--porcelain", "--", "model_optimizer/sweep", "model_optimizer/search")
+    dirty = git("status", "--porcelain", "--", "model_optimizer/search/sweep", "model_optimizer/search")
     return revision + ("+modified" if dirty else "")
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from quiet import add_quiet_args, require_quiet
 
 from model_optimizer.recipe import load_recipe
-from model_optimizer.tune import TuneConfig, TuneFlags, start_tune
+from model_optimizer.search.tune import TuneConfig, TuneFlags, start_tune
 
 
 def run(loaded, runs: Path, output: Path, flags: TuneFlags) -> tuple[dict, float]:

@@ -2,7 +2,7 @@
 
 Every archive (a run, a bench, a sweep, a tune, a rollback) is a folder under ``runs/``;
 what each file holds is described in ``archive/run.py`` (runs) and in the modules that write
-the others (``sweep/outputs.py``, ``tune/outputs.py``, ``history/rollback.py``).
+the others (``search/sweep/outputs.py``, ``search/tune/outputs.py``, ``history/rollback.py``).
 """
 
 # ----- every archive ---------------------------------------------------------------------

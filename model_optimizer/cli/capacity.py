@@ -9,7 +9,6 @@ import typer
 
 from model_optimizer.archive import runs_dir
 from model_optimizer.archive.report import fmt
-from model_optimizer.capacity import DEFAULT_HEADROOM, sizing_lines
 from model_optimizer.cli.common import (
     JsonOption,
     RunsDirOption,
@@ -24,6 +23,7 @@ from model_optimizer.cli.current import ForceOption, load_chosen
 from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import RunProgress, bound_text
 from model_optimizer.events import Event, LoadStarted, WindowDone, WindowStarted
+from model_optimizer.search.capacity import DEFAULT_HEADROOM, sizing_lines
 from model_optimizer.usecase.capacity import capacity as run_capacity
 from model_optimizer.usecase.capacity import check_target_rate
 

@@ -28,7 +28,7 @@ from model_optimizer.cli.progress import RunProgress, SweepProgress
 from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.split import ROUND_COLUMNS, SplitWindow, figures_row
-from model_optimizer.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
 from model_optimizer.usecase.split import DEFAULT_ROUNDS, MIN_ROUNDS, SplitOutcome, split
 from model_optimizer.usecase.split_verdict import LABELS, NO_SPLIT, SPLIT

@@ -30,12 +30,12 @@ from model_optimizer.cli.current import (
 from model_optimizer.cli.outcomes import print_notice
 from model_optimizer.cli.progress import SweepProgress, run_search
 from model_optimizer.recipe.sweep_rules import DEFAULT_PARAM, SWEEPABLE, strategy_help
-from model_optimizer.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.usecase.sweep import SWEEP_FILES
 from model_optimizer.usecase.sweep import sweep as run_sweep
 
 if TYPE_CHECKING:
-    from model_optimizer.sweep.loop import SweepOutcome
+    from model_optimizer.search.sweep.loop import SweepOutcome
 
 
 def _values(text: str | None) -> tuple | None:

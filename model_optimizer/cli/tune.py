@@ -43,8 +43,8 @@ from model_optimizer.usecase.tune import TUNE_FILES
 from model_optimizer.usecase.tune import tune as run_tune
 
 if TYPE_CHECKING:
-    from model_optimizer.tune.loop import TuneOutcome
-    from model_optimizer.tune.space import TuneFlags
+    from model_optimizer.search.tune.loop import TuneOutcome
+    from model_optimizer.search.tune.space import TuneFlags
 
 STORAGE_ENV = "MOPT_TUNE_STORAGE"
 
@@ -177,7 +177,7 @@ def tune(
     it); 2 bad input or a preflight refusal; 4 no feasible trial; 130 interrupted (continue
     with --resume).
     """
-    from model_optimizer.tune.space import TuneFlags  # the tune package loads optuna
+    from model_optimizer.search.tune.space import TuneFlags  # the tune package loads optuna
 
     progress = TuneProgress(progress_console(as_json))
     args = SearchArgs(recipe=recipe, resume=resume, overrides=overrides,

@@ -2,7 +2,7 @@
 sweep may move, and start <= max.
 
 The typed spec (``spec.SweepSpec``), the recipe's cross-field rules (``rules.py``), the
-sweep's config and flags (``sweep/model.py``, ``sweep/flags.py``, ``sweep/probe.py``) and
+sweep's config and flags (``search/sweep/model.py``, ``search/sweep/flags.py``, ``search/sweep/probe.py``) and
 ``mopt sweep --help`` read them from here; ``tests/unit/recipe/test_sweep_rules.py`` holds
 the JSON Schema (``schemas/recipe.v1.json``, which cannot import them) to the same lists.
 """
@@ -22,7 +22,7 @@ AUTO, RELAUNCH = "auto", "relaunch"
 #: what ``auto`` resolves to where a scan is valid: the strategy the search simulator's table
 #: favours (docs/benchmarks/search-simulator.md; docs/sweep.md, "Why auto is probe-fit")
 AUTO_SCAN = "probe-fit"
-#: the strategies that scan one live server (probe-fit: the fitted knee, ``sweep/fitscan``)
+#: the strategies that scan one live server (probe-fit: the fitted knee, ``search/sweep/fitscan``)
 SCANNING: tuple[str, ...] = ("probe-scan", "probe-fit")
 #: what each strategy does, in the order of :data:`STRATEGIES` (the CLI help)
 STRATEGY_HELP: dict[str, str] = {

@@ -2,7 +2,7 @@
 TTFT it predicts, and the levels it predicts without having measured them (HTML here,
 ``report.md`` through :func:`prediction_markdown`).
 
-Read from ``summary.json`` ``fit`` (written by the sweep: ``sweep/predict.py``
+Read from ``summary.json`` ``fit`` (written by the sweep: ``search/sweep/predict.py``
 ``curve_record``); an archive without one shows no fit. Every figure at a level not
 measured is a prediction of the fitted model, labelled so; its held-out error is measured
 in the simulator (``docs/benchmarks/fit-prediction.md``), not on the real engine yet."""

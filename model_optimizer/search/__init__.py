@@ -1,34 +1,11 @@
-"""The search core that ``sweep`` and ``tune`` stand on.
+"""The search family: everything that searches for a configuration by measuring it.
 
-- :mod:`~model_optimizer.search.session`: one search run in its archive (create, resume,
-  ``state.json``, the elapsed clock and time budget, measuring under ``steps/``, sealing
-  with interrupts held off);
-- :mod:`~model_optimizer.search.knobs`: engine knobs as searches handle them (float knobs,
-  rounding, the typed recipe values a setting gives);
-- :mod:`~model_optimizer.search.revision`: the chosen configuration written as a validated
-  recipe revision.
+One package, its children in their own order (``model_optimizer/layers.py``, ``FAMILY``;
+``docs/design.md`` section 5): ``measure`` (one configuration for a search) and ``capacity``
+(the rate search of ``mopt capacity``); ``core`` (what the strategies stand on: the search
+session, knobs, the revision, the live scan); ``sweep`` and ``tune`` (the strategies);
+``optimize`` (a pipeline of strategies) and ``simulate`` (the strategies against known
+curves, no engine).
 
-A strategy module keeps only its strategy: what to measure next and what to choose.
-Only the pure knob helpers are re-exported here, so that a pure strategy module importing
-them does not pull in the runner.
+This module imports nothing, so importing one child does not pull in the others.
 """
-
-from model_optimizer.search.knobs import (
-    FLOAT_DECIMALS,
-    FLOAT_KNOBS,
-    describe,
-    engine_overrides,
-    engine_values,
-    is_float_knob,
-    yaml_value,
-)
-
-__all__ = [
-    "FLOAT_DECIMALS",
-    "FLOAT_KNOBS",
-    "describe",
-    "engine_overrides",
-    "engine_values",
-    "is_float_knob",
-    "yaml_value",
-]

@@ -1,6 +1,6 @@
 """``mopt capacity`` below the command line: the recipe measured (a launch, preflighted; or a
 running server at ``url``, with a recipe or the bare one of the defaults and --set), the
-model and tokenizer of that server, the rate search (``capacity.py``) and its sizing.
+model and tokenizer of that server, the rate search (``search/capacity.py``) and its sizing.
 
     outcome = capacity(Path("recipes/tiny-cpu.yaml"), target_rate=20)
     outcome.result["capacity_rps"], outcome.result["sizing"], outcome.exit_code
@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from model_optimizer.archive import runs_dir
-from model_optimizer.capacity import DEFAULT_HEADROOM, CapacityOutcome, run_capacity
 from model_optimizer.engine.factory import EngineFactory
 from model_optimizer.errors import UsageError
 from model_optimizer.events import EventCallback
 from model_optimizer.recipe import LoadedRecipe, Overrides, load_recipe, load_recipe_text
+from model_optimizer.search.capacity import DEFAULT_HEADROOM, CapacityOutcome, run_capacity
 from model_optimizer.usecase.endpoint import endpoint_model
 from model_optimizer.usecase.notices import NoticeCallback, preflight_of
 

@@ -38,12 +38,12 @@ from model_optimizer.errors import EXIT_OK, EXIT_SLO_FAILED, RecipeError, UsageE
 from model_optimizer.events import ArchiveOpened, EventCallback, quiet
 from model_optimizer.fleet import LoadedFleet, load_fleet
 from model_optimizer.fleet.sweep_revision import PARAM, InstanceSweep, sweepable, write_sweeps
-from model_optimizer.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.usecase.notices import NoticeCallback
 from model_optimizer.usecase.sweep import sweep
 
 if TYPE_CHECKING:
-    from model_optimizer.sweep.loop import SweepOutcome
+    from model_optimizer.search.sweep.loop import SweepOutcome
 
 KIND = "fleet-sweep"
 SWEEPS_FILE = "sweeps.json"

@@ -1,5 +1,5 @@
 """``mopt optimize`` below the command line: a model folder's first recipe (as ``mopt init``
-writes it), the preflight, then the pipeline (``optimize/pipeline.py``: baseline,
+writes it), the preflight, then the pipeline (``search/optimize/pipeline.py``: baseline,
 candidates gated on quality, a sweep on the survivor), new or resumed.
 
     outcome = optimize(Path("models/tiny-llama"))
@@ -19,7 +19,7 @@ from model_optimizer.signals import terminate_as_interrupt
 from model_optimizer.usecase.notices import INIT, NoticeCallback, preflight_of, tell
 
 if TYPE_CHECKING:
-    from model_optimizer.optimize.pipeline import OptimizeOutcome
+    from model_optimizer.search.optimize.pipeline import OptimizeOutcome
 
 #: what an optimize's archive holds besides its stages (the command line names them)
 OPTIMIZE_FILES = "report.md, summary.csv, plot.png"
@@ -57,7 +57,7 @@ def optimize(target: Path | LoadedRecipe | None = None, *,
     (PreflightError on a refusal, warnings told to ``on_notice``); a candidate that changes
     the model's answers needs the recipe's quality gate unless ``no_quality_gate``.
     SIGTERM, SIGHUP and SIGQUIT end it as Ctrl-C does (resumable)."""
-    from model_optimizer.optimize.pipeline import resume_optimize, start_optimize
+    from model_optimizer.search.optimize.pipeline import resume_optimize, start_optimize
 
     terminate_as_interrupt()
     if resume is not None:

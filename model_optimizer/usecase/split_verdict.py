@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from model_optimizer.fleet.split import FIGURE_KEYS, FLEET_ARM, SINGLE_ARM, ArmFigures, SplitWindow
-from model_optimizer.search.sequential import Paired
+from model_optimizer.search.core.sequential import Paired
 
 MARGIN = 0.05
 #: +1: higher is better for the fleet (throughput); -1: lower is (latency)

@@ -1,5 +1,5 @@
 """``mopt sweep`` below the command line: preflight, the quality gate a knob that changes
-the answers needs, then the sweep (``sweep/loop.py``), new or resumed.
+the answers needs, then the sweep (``search/sweep/loop.py``), new or resumed.
 
     outcome = sweep(Path("recipes/tiny-cpu.yaml"), SweepFlags(param="max_num_seqs", start=8))
     outcome.chosen, outcome.written, outcome.exit_code
@@ -14,13 +14,13 @@ from model_optimizer.archive import runs_dir
 from model_optimizer.errors import UsageError
 from model_optimizer.events import EventCallback
 from model_optimizer.recipe import LoadedRecipe, Overrides, load_recipe
+from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.signals import terminate_as_interrupt
-from model_optimizer.sweep.flags import SweepFlags
 from model_optimizer.usecase.notices import NoticeCallback, preflight_of
 from model_optimizer.usecase.search import check_resume
 
 if TYPE_CHECKING:
-    from model_optimizer.sweep.loop import SweepOutcome
+    from model_optimizer.search.sweep.loop import SweepOutcome
 
 #: what a sweep's archive holds besides its steps (the command line names them)
 SWEEP_FILES = "report.md, summary.csv, plot.png"
@@ -41,7 +41,7 @@ def sweep(recipe: Path | LoadedRecipe | None = None, flags: SweepFlags | None = 
     knob that changes the model's answers needs the recipe's quality gate unless
     ``no_quality_gate``. SIGTERM, SIGHUP and SIGQUIT end it as Ctrl-C does (resumable)."""
     from model_optimizer.quality.search_gate import require_gate
-    from model_optimizer.sweep.loop import resume_sweep, start_sweep
+    from model_optimizer.search.sweep.loop import resume_sweep, start_sweep
 
     terminate_as_interrupt()
     if resume is not None:

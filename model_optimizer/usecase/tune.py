@@ -1,5 +1,5 @@
 """``mopt tune`` below the command line: preflight, the quality gate a knob that changes the
-answers needs, then the study (``tune/loop.py``), new, joined or resumed.
+answers needs, then the study (``search/tune/loop.py``), new, joined or resumed.
 
     outcome = tune(Path("recipes/tiny-cpu.yaml"), TuneFlags(n_trials=8))
     outcome.best, outcome.written, outcome.exit_code
@@ -22,8 +22,8 @@ from model_optimizer.usecase.notices import NoticeCallback, preflight_of
 from model_optimizer.usecase.search import check_resume
 
 if TYPE_CHECKING:
-    from model_optimizer.tune.loop import TuneOutcome
-    from model_optimizer.tune.space import TuneFlags
+    from model_optimizer.search.tune.loop import TuneOutcome
+    from model_optimizer.search.tune.space import TuneFlags
 
 #: what a tune's archive holds besides its trials (the command line names them)
 TUNE_FILES = "report.md, trials.csv, study.db, history.png, pareto.png"
@@ -61,8 +61,8 @@ def tune(recipe: Path | LoadedRecipe | None = None, flags: TuneFlags | None = No
     answers needs the recipe's quality gate unless ``no_quality_gate``. SIGTERM, SIGHUP
     and SIGQUIT end it as Ctrl-C does (resumable)."""
     from model_optimizer.quality.search_gate import require_gate
-    from model_optimizer.tune.loop import resume_tune, start_tune
-    from model_optimizer.tune.space import TuneFlags
+    from model_optimizer.search.tune.loop import resume_tune, start_tune
+    from model_optimizer.search.tune.space import TuneFlags
 
     terminate_as_interrupt()
     flags = flags or TuneFlags()

@@ -26,7 +26,7 @@ from model_optimizer.verify import Target, VerifyResult
 from model_optimizer.verify import verify as measure_again
 
 if TYPE_CHECKING:
-    from model_optimizer.sweep.loop import SweepOutcome
+    from model_optimizer.search.sweep.loop import SweepOutcome
 
 
 def target_of(url: str | None, loaded: LoadedRecipe, model: str | None,

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from model_optimizer.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
+from model_optimizer.search.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels
 
 from .conftest import run_mopt
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from model_optimizer.recipe import load_recipe
-from model_optimizer.sweep.strategy import Point, SweepConfig, choose
-from tests.unit.sweep.plan_check import assert_followed_remeasure_plan
+from model_optimizer.search.sweep.strategy import Point, SweepConfig, choose
+from tests.unit.search.sweep.plan_check import assert_followed_remeasure_plan
 
 from .browser import render
 from .conftest import read_jsonl, run_mopt

@@ -14,7 +14,7 @@ import pytest
 
 import model_optimizer.engine.factory as factory
 from model_optimizer.engine.factory import MockEngine
-from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.search.sweep.loop import start_sweep
 from tests.integration.browser import render
 from tests.unit.mock_engine import mock_recipe
 

@@ -1,6 +1,6 @@
 """`mopt sweep` on the real vLLM CPU server: the memory ceiling that vLLM's KV cache sets.
 
-The plateau, Ctrl-C and --resume are orchestration: tests/unit/sweep/test_sweep_cli_mock.py
+The plateau, Ctrl-C and --resume are orchestration: tests/unit/search/sweep/test_sweep_cli_mock.py
 runs them on the mock engine; probe-scan's real launch is test_probe_scan.py."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from model_optimizer.recipe import load_recipe
-from model_optimizer.tune.study import budget_used, sqlite_url
+from model_optimizer.search.tune.study import budget_used, sqlite_url
 
 from .conftest import TINY_RECIPE, read_jsonl, run_mopt
 

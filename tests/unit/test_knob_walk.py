@@ -12,8 +12,8 @@ from pathlib import Path
 
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import vllm_argv
-from model_optimizer.search.knobs import engine_overrides
-from model_optimizer.sweep.strategies import SweepStrategy
+from model_optimizer.search.core.knobs import engine_overrides
+from model_optimizer.search.sweep.strategies import SweepStrategy
 from tests.unit.test_layers import imports_of, module_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,18 +23,18 @@ HEADING = "### Following one knob from the command line to vLLM's argv"
 WALK = [
     ("model_optimizer/cli/sweep.py", "sweep"),
     ("model_optimizer/usecase/sweep.py", "sweep"),
-    ("model_optimizer/sweep/loop.py", "start_sweep"),
-    ("model_optimizer/sweep/flags.py", "build_config"),
-    ("model_optimizer/sweep/strategies/relaunch.py", "Relaunch"),
-    ("model_optimizer/sweep/strategy.py", "next_value"),
-    ("model_optimizer/sweep/model.py", "round_value"),
-    ("model_optimizer/sweep/steps.py", "SweepSteps"),
-    ("model_optimizer/search/knobs.py", "engine_overrides"),
-    ("model_optimizer/measure.py", "variant"),
+    ("model_optimizer/search/sweep/loop.py", "start_sweep"),
+    ("model_optimizer/search/sweep/flags.py", "build_config"),
+    ("model_optimizer/search/sweep/strategies/relaunch.py", "Relaunch"),
+    ("model_optimizer/search/sweep/strategy.py", "next_value"),
+    ("model_optimizer/search/sweep/model.py", "round_value"),
+    ("model_optimizer/search/sweep/steps.py", "SweepSteps"),
+    ("model_optimizer/search/core/knobs.py", "engine_overrides"),
+    ("model_optimizer/search/measure.py", "variant"),
     ("model_optimizer/recipe/overrides.py", "parse_overrides"),
     ("model_optimizer/recipe/__init__.py", "LoadedRecipe"),
     ("model_optimizer/recipe/spec.py", "EngineSpec"),
-    ("model_optimizer/search/session.py", "SearchSession"),
+    ("model_optimizer/search/core/session.py", "SearchSession"),
     ("model_optimizer/runner.py", "run_recipe"),
     ("model_optimizer/engine/factory.py", "plan_server"),
     ("model_optimizer/recipe/render.py", "vllm_argv"),
@@ -80,7 +80,7 @@ def test_each_module_is_reached_from_one_before_it():
 
 
 def test_the_swept_value_reaches_the_argv_through_the_text_round_trip(tmp_path):
-    from model_optimizer.measure import variant
+    from model_optimizer.search.measure import variant
     from tests.unit.mock_engine import mock_recipe
 
     loaded = mock_recipe(tmp_path, tmp_path)

@@ -100,22 +100,22 @@ def test_no_lower_layer_imports_a_higher_one():
 
 
 def test_the_check_catches_upward_sideways_and_unplaced_imports():
-    assert violations("from model_optimizer.sweep.loop import hardware_label\n",
+    assert violations("from model_optimizer.search.sweep.loop import hardware_label\n",
                       "model_optimizer.history.drift") == [
-        "model_optimizer.history.drift:1 imports model_optimizer.sweep.loop, a higher layer "
+        "model_optimizer.history.drift:1 imports model_optimizer.search.sweep.loop, a higher layer "
         f"('history' is layer {layer_of('history')}, 'sweep' layer {layer_of('sweep')})"]
     inside = "def f():\n    from model_optimizer.cli import apply\n"  # lazy imports count
     assert "a higher layer" in violations(inside, "model_optimizer.runner")[0]
     assert "model_optimizer.cli.apply" in violations(inside, "model_optimizer.runner")[0]
-    assert "a sibling" in violations("import model_optimizer.tune.space\n",
-                                     "model_optimizer.sweep.strategy")[0]
+    assert "a sibling" in violations("import model_optimizer.search.tune.space\n",
+                                     "model_optimizer.search.sweep.strategy")[0]
     assert "has no layer" in violations("from model_optimizer import search\n",
                                         "model_optimizer.newthing")[0]
     relative = "from ..cli import main\n"
     assert "a higher layer" in violations(relative, "model_optimizer.recipe.render")[0]
     assert violations("from model_optimizer.errors import UsageError\n"
                       "from model_optimizer.recipe import load_recipe\n",
-                      "model_optimizer.sweep.loop") == []
+                      "model_optimizer.search.sweep.loop") == []
 
 
 def test_the_design_document_shows_the_same_order():
@@ -164,16 +164,16 @@ def test_no_two_modules_import_each_other():
                for path in sorted(PACKAGE.rglob("*.py")) if not is_package(path)}
     circles = mutual_imports(sources)
     assert not circles, "modules that import each other (give the lower one a small " \
-        "interface instead, as tune/scan.py's ScanHost):\n" + "\n".join(circles)
+        "interface instead, as search/tune/scan.py's ScanHost):\n" + "\n".join(circles)
 
 
 def test_the_circle_check_sees_a_type_checking_import():
-    loop = "from model_optimizer.tune.scan import TrialScanner\n"
+    loop = "from model_optimizer.search.tune.scan import TrialScanner\n"
     scan = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from model_optimizer.tune.loop import TuneRunner\n")
-    assert mutual_imports({"model_optimizer.tune.loop": loop,
-                           "model_optimizer.tune.scan": scan}) == [
-        "model_optimizer.tune.loop <-> model_optimizer.tune.scan"]
+            "    from model_optimizer.search.tune.loop import TuneRunner\n")
+    assert mutual_imports({"model_optimizer.search.tune.loop": loop,
+                           "model_optimizer.search.tune.scan": scan}) == [
+        "model_optimizer.search.tune.loop <-> model_optimizer.search.tune.scan"]
 
 
 #: modules of ``cli/`` that the command modules share (options, progress, printing, the

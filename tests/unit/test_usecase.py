@@ -38,7 +38,7 @@ def test_a_resumed_sweep_takes_no_recipe_and_a_new_one_needs_one(tmp_path):
 
 
 def test_a_resumed_tune_takes_only_a_larger_budget_and_a_new_one_needs_a_recipe(tmp_path):
-    from model_optimizer.tune.space import TuneFlags
+    from model_optimizer.search.tune.space import TuneFlags
 
     for flags in (TuneFlags(sampler="random"), TuneFlags(seed=1), TuneFlags(max_minutes=5),
                   TuneFlags(strategy="scan")):

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from model_optimizer.archive import RunArchive, entry, index
-from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.search.measure import Measurement
+from model_optimizer.search.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.loop import start_sweep
 
 from .fakes import make_run, tiny_recipe
 

@@ -9,10 +9,10 @@ from model_optimizer.archive import index
 from model_optimizer.archive.manifest import MANIFEST_NAME, ArchiveError, verify_archive
 from model_optimizer.errors import UsageError
 from model_optimizer.history.rollback import rollback
-from model_optimizer.measure import Measurement
 from model_optimizer.recipe import load_recipe
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.search.measure import Measurement
+from model_optimizer.search.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.loop import start_sweep
 
 from .fakes import FakeOutcome, make_run, read_json, tiny_recipe, tree_state
 

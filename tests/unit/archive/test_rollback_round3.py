@@ -148,9 +148,9 @@ def test_two_rollbacks_at_once_write_two_revisions(tmp_path, relative_recipe, mo
 
 def test_a_sweep_landing_after_a_rollback_does_not_overwrite_it(tmp_path, relative_recipe):
     from model_optimizer.errors import RecipeWarning
-    from model_optimizer.measure import Measurement
-    from model_optimizer.sweep.flags import SweepFlags
-    from model_optimizer.sweep.loop import start_sweep
+    from model_optimizer.search.measure import Measurement
+    from model_optimizer.search.sweep.flags import SweepFlags
+    from model_optimizer.search.sweep.loop import start_sweep
 
     runs = tmp_path / "runs"
     run = make_run(runs, relative_recipe, ["engine.max_num_seqs=2"])

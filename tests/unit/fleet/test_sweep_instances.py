@@ -19,9 +19,9 @@ from model_optimizer.errors import UsageError
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.rules import SWEEP_EVIDENCE
 from model_optimizer.recipe.writer import write_revision
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.state import SweepOutcome
-from model_optimizer.sweep.strategy import Point
+from model_optimizer.search.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.state import SweepOutcome
+from model_optimizer.search.sweep.strategy import Point
 from model_optimizer.usecase.fleet_sweep import KIND, SWEEPS_FILE, sweep_instances
 
 from .test_sweep_revision import MEMBER, fleet_text

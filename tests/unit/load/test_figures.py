@@ -7,7 +7,7 @@ import pytest
 
 from model_optimizer.load.classes import figure
 from model_optimizer.load.figures import FIGURE_KEYS, Figures, Interval
-from model_optimizer.measure import FIGURE_KEYS as MEASURE_FIGURE_KEYS
+from model_optimizer.search.measure import FIGURE_KEYS as MEASURE_FIGURE_KEYS
 
 RECORDED = sorted((Path(__file__).resolve().parents[2] / "data" / "metrics").glob("*.json"))
 

@@ -84,7 +84,7 @@ def test_tiny_cpu_recipe_validates_and_plans(tmp_path):
     ("fpu sse2 avx2", ["fp8-dynamic"]),            # an AVX2-only x86 CPU (AMD EPYC here)
     ("fpu sse2 avx2 avx512f", ["w4a16", "kv-fp8"])])  # the defaults: no section written
 def test_cpu_candidates_are_what_this_cpu_can_serve(tmp_path, cpu_flags_are, flags, names):
-    from model_optimizer.optimize.candidates import candidates_of
+    from model_optimizer.search.optimize.candidates import candidates_of
 
     cpu_flags_are(flags)
     recipe = _write(tmp_path, _model(tmp_path, TINY), CPU)

@@ -5,12 +5,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from model_optimizer.measure import measure_configuration
 from model_optimizer.quality import search_gate
 from model_optimizer.quality.config import changes_outputs
 from model_optimizer.quality.gate import GateResult
 from model_optimizer.quality.search_gate import SearchGate, changed_fields
 from model_optimizer.recipe import load_recipe
+from model_optimizer.search.measure import measure_configuration
 
 ROOT = Path(__file__).resolve().parents[3]
 

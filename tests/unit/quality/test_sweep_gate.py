@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import model_optimizer.measure as measure_module
+import model_optimizer.search.measure as measure_module
 from model_optimizer.quality import search_gate
 from model_optimizer.quality.gate import GateResult
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import RunOutcome
-from model_optimizer.sweep.flags import SweepFlags
-from model_optimizer.sweep.loop import start_sweep
+from model_optimizer.search.sweep.flags import SweepFlags
+from model_optimizer.search.sweep.loop import start_sweep
 from tests.unit.conftest import AVX2_FLAGS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,7 +99,7 @@ def test_a_value_this_cpu_cannot_run_is_skipped_before_any_eval_or_launch(
 
 
 def test_a_tune_trial_failing_the_gate_is_infeasible(recipe, tmp_path, monkeypatch):
-    from model_optimizer.tune.loop import start_tune
+    from model_optimizer.search.tune.loop import start_tune
 
     recipe.write_text(recipe.read_text() + (
         "tune:\n  params:\n    kv_cache_dtype: {type: categorical, choices: [auto, fp8]}\n"

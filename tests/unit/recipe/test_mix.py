@@ -140,6 +140,6 @@ def test_objective_class_must_name_a_class(tmp_path):
         load_recipe(path)
     path.write_text(RECIPE + "sweep: {objective_class: short}\ntune: {objective_class: long}\n")
     loaded = load_recipe(path)
-    from model_optimizer.sweep.flags import sweep_objective
+    from model_optimizer.search.sweep.flags import sweep_objective
 
     assert sweep_objective(loaded.resolved) == "short:goodput_qps"   # the recipe sets SLOs

@@ -11,8 +11,8 @@ import pytest
 
 from model_optimizer.archive.start import _recipe_fields
 from model_optimizer.errors import RecipeError
-from model_optimizer.measure import variant
 from model_optimizer.recipe import Variation, archived_overrides, load_recipe, load_recipe_text
+from model_optimizer.search.measure import variant
 
 from .conftest import VALID
 
@@ -94,8 +94,8 @@ def test_run_json_records_the_varied_values_and_a_rollback_restores_them(write_r
 #: an f-string that builds a recipe override's text: ``f"engine.{k}={v}"`` and the like
 _BUILDER = re.compile(r"""f["'](?:engine|workload|model|quantize)\.[\w.{}-]*=\{""")
 #: writes the exported container's command line (right), and the deprecated wrapper that
-#: sweep/steps.py still calls until it calls LoadedRecipe.varied itself
-_ALLOWED = {"model_optimizer/export/kubernetes.py", "model_optimizer/search/knobs.py"}
+#: search/sweep/steps.py still calls until it calls LoadedRecipe.varied itself
+_ALLOWED = {"model_optimizer/export/kubernetes.py", "model_optimizer/search/core/knobs.py"}
 
 
 def test_no_module_builds_override_text():

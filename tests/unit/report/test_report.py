@@ -106,9 +106,9 @@ def test_the_sweep_curve_is_drawn_by_value_with_error_bars_and_the_choice(tmp_pa
 def _fitted_summary() -> dict:
     """A probe-fit sweep's summary with its fit (``sweep_fit`` of the rows): issue 11 run 4's
     recorded real windows, with TTFT p50 of the step-time model (the run recorded none)."""
-    from model_optimizer.sweep.predict import sweep_fit
-    from tests.unit.sweep.test_fit import RUN4
-    from tests.unit.sweep.test_predict import truth
+    from model_optimizer.search.sweep.predict import sweep_fit
+    from tests.unit.search.sweep.test_fit import RUN4
+    from tests.unit.search.sweep.test_predict import truth
 
     rows = [{"step": i + 1, "value": v, "phase": "scan-up", "status": "ok", "qps": q,
              "ttft_p50_ms": truth(v)["ttft_p50_ms"]} for i, (v, q) in enumerate(RUN4)]

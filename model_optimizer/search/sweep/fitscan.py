@@ -1,0 +1,184 @@
+"""The fitted-knee scan of ``max_num_seqs`` on one live server: which level next, and the knee.
+
+A pure function of the windows measured so far (like ``search/sweep/strategy.py``), in three
+phases, every window feeding one fit (:mod:`model_optimizer.search.sweep.fit`):
+
+1. **up**: the coarse levels (powers of two with one midpoint: 1, 2, 3, 4, 6, 8, 12, ...)
+   from ``start`` to the ceiling, stopping at the first level that is not acceptable (failed,
+   SLO missed, preempted): that level bounds the range, and is bisected against the largest
+   acceptable level until the two are within 1/8 of the ceiling;
+2. **down**: the acceptable levels again, top to bottom, so a server that drifts over its
+   life shows up as a time trend the fit removes instead of a slope in the knob;
+3. **narrow**: while the knee's band is not resolved, the coarse levels inside the band (and
+   the knee's neighbours) once more, interleaved, at most ``rounds`` times.
+
+The knee is then chosen on the fine grid (:func:`~model_optimizer.search.sweep.model.relative_grid`,
+1/8 of the value) up to the largest acceptable level, with its band and verdict. When the
+scan server's ceiling had to be lowered after a launch failed for memory,
+:func:`cut_knee` decides whether the range the failure cut off could hide the best.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy
+
+from model_optimizer.search.sweep.fit import RESOLVED, Knee, Window, fit_knee, refits
+from model_optimizer.search.sweep.model import RELATIVE_RESOLUTION, Point, relative_grid
+
+PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
+PHASE_DOWN, PHASE_NARROW = "scan-down", "narrow"
+#: narrowing rounds a live sweep allows (its budget usually ends them first)
+NARROW_ROUNDS = 12
+
+
+@dataclass(frozen=True)
+class FitStep:
+    """The next level to measure (``value`` None: finished, ``knee`` then holds the choice)."""
+
+    value: int | None
+    phase: str | None
+    knee: Knee | None = None
+
+
+def coarse_levels(start: int, ceiling: int) -> list[int]:
+    """Powers of two with one midpoint between, from ``start`` to ``ceiling`` inclusive."""
+    levels, power = set(), 1
+    while power <= ceiling:
+        levels.update({power, power + power // 2} if power >= 2 else {1})
+        power *= 2
+    return sorted(v for v in levels | {ceiling} if start <= v <= ceiling)
+
+
+def windows_of(history: Sequence[Point], window_minutes: float) -> list[Window]:
+    """One fit window per acceptable measurement, timed by its order in the history."""
+    return [Window(float(p.value), p.metric, index * window_minutes)
+            for index, p in enumerate(history) if p.acceptable]
+
+
+def _range(history: Sequence[Point], levels: list[int]) -> tuple[list[int], bool]:
+    """The levels below the first unacceptable one (as measured so far, the ceiling's
+    bisection included), and whether the up phase is finished."""
+    up = [p for p in history if p.phase in (PHASE_UP, PHASE_CEILING)]
+    bad = [p.value for p in up if not p.acceptable]
+    if bad:
+        good = sorted(p.value for p in up if p.acceptable and p.value < min(bad))
+        return sorted({v for v in levels if v < min(bad)} | set(good)), True
+    return levels, len(up) >= len(levels)
+
+
+def _ceiling_step(history: Sequence[Point], usable: list[int]) -> int | None:
+    """The midpoint between the largest acceptable level and the first unacceptable one,
+    until they are within 1/8 of the ceiling (None: located, or no ceiling)."""
+    bad = [p.value for p in history if p.phase in (PHASE_UP, PHASE_CEILING)
+           and not p.acceptable]
+    if not bad or not usable:
+        return None
+    low, high = usable[-1], min(bad)
+    if high - low <= max(1, RELATIVE_RESOLUTION * high):
+        return None
+    middle = (low + high) // 2
+    return middle if low < middle < high else None
+
+
+def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
+              rounds: int = 3, window_minutes: float = 1 / 3, seed: int = 0) -> FitStep:
+    """The next level, or the finished knee (see the module docstring)."""
+    levels = coarse_levels(start, ceiling)
+    usable, up_done = _range(history, levels)
+    if not up_done:
+        return FitStep(levels[len([p for p in history if p.phase == PHASE_UP])], PHASE_UP)
+    ceiling_probe = _ceiling_step(history, usable)
+    if ceiling_probe is not None:
+        return FitStep(ceiling_probe, PHASE_CEILING)
+    down = [p for p in history if p.phase == PHASE_DOWN]
+    if len(down) < len(usable):
+        return FitStep(list(reversed(usable))[len(down)], PHASE_DOWN)
+    position = len([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING, PHASE_DOWN)])
+    knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
+    for _ in range(rounds):
+        if knee is None or knee.resolved or knee.misfit:
+            break   # (a wrong model is not narrowed: more windows do not fix it)
+        levels = _band_levels(usable, knee)
+        taken = history[position:position + len(levels)]
+        if len(taken) < len(levels):
+            return FitStep(levels[len(taken)], PHASE_NARROW)
+        position += len(levels)
+        knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
+    return FitStep(None, None, knee)
+
+
+def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
+                window_minutes: float = 1 / 3, seed: int = 0) -> Knee | None:
+    """The knee over every window measured so far (a scan its budget stopped mid-way)."""
+    return knee_of(history, _range(history, coarse_levels(start, ceiling))[0], threshold,
+                   window_minutes, seed)
+
+
+def knee_of(history: Sequence[Point], usable: list[int], threshold: float,
+            window_minutes: float, seed: int = 0) -> Knee | None:
+    """The knee over the fine grid up to the largest acceptable level."""
+    if not usable:
+        return None
+    inside = [p for p in history if p.value <= usable[-1]]
+    return _cached_knee(tuple(windows_of(inside, window_minutes)),
+                        tuple(relative_grid(usable[0], usable[-1])), threshold, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_knee(windows: tuple[Window, ...], grid: tuple[int, ...], threshold: float,
+                 seed: int) -> Knee | None:
+    """:func:`fit_knee`, once per set of windows (the next-step function is called after
+    every window with the same earlier history)."""
+    return fit_knee(windows, grid, threshold, seed=seed)
+
+
+def _band_levels(usable: list[int], knee: Knee) -> list[int]:
+    """The coarse levels inside the knee's band, with the knee's neighbours and the top."""
+    low, high = min(knee.band[0], knee.value), max(knee.band[1], knee.value)
+    below = [v for v in usable if v < low][-1:]
+    above = [v for v in usable if v > high][:1]
+    inside = [v for v in usable if low <= v <= high]
+    return sorted(set(below + inside + above + usable[-1:]))
+
+
+def fitted_choice(knee: dict, history: Sequence[Point]) -> tuple[Point, str]:
+    """The sweep's chosen point for a fitted knee (its windows if measured, else the fitted
+    throughput) and the sentence with the verdict."""
+    samples = [s for p in history if p.value == knee["value"] and p.acceptable
+               for s in p.metric_samples] or [knee["fitted"]]
+    verdict = Knee(**{**knee, "band": tuple(knee["band"])}).verdict()
+    return Point(knee["value"], "fit", "ok", samples, slo_met=True), \
+        f"max_num_seqs={knee['value']}: {verdict}"
+
+
+def knee_record(knee: dict | None) -> dict | None:
+    """What the written revision records of the knee: resolved, the band, the share."""
+    if knee is None:
+        return None
+    return {"resolved": knee["resolved"], "value": knee["value"], "band": list(knee["band"]),
+            "share_low": round(knee["share_low"], 4), "windows": knee["windows"]}
+
+
+def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: float, *,
+             seed: int = 0) -> Knee:
+    """``knee``, not resolved when its scan ceiling was lowered from ``failed`` and the range
+    the failure cut off may hide a best that puts the knee below ``1 - RESOLVED * threshold``
+    of it: judged, as the band is, on the lowest over the point fit and its bootstrap refits
+    (:func:`~model_optimizer.search.sweep.fit.refits`, the band's draws for the same ``seed``) of
+    the knee's fitted throughput over the fitted best of ``knee .. failed - 1``. An
+    extrapolation past the measured range is the least certain part of the curve: the point
+    fit alone, flattened by noise, called knees at 0.89 of the true best resolved (the
+    simulator's OOM ceiling at CV 10%), while its refits put them as low as 0.77-0.82."""
+    if failed is None or not knee.resolved:
+        return knee
+    params, again = refits(windows, seed=seed)
+    cut = numpy.arange(knee.value, max(failed, knee.value + 1), dtype=float)
+    inverse = numpy.vstack([params, again])[:, :3] @ numpy.vstack(
+        [1.0 / cut, numpy.ones_like(cut), cut])
+    curve = 1.0 / numpy.maximum(inverse, 1e-12)
+    hidden = float((curve[:, 0] / curve.max(axis=1)).min()) < 1 - RESOLVED * threshold
+    return replace(knee, resolved=False, cut=True) if hidden else knee

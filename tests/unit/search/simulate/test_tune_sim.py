@@ -1,0 +1,88 @@
+"""The simulated tune: the surfaces' known answers, the real tune finding them at zero noise,
+and the figures computed as the table defines them."""
+
+import pytest
+
+from model_optimizer.search.simulate.bench import REGIMES, WARMUP_S
+from model_optimizer.search.simulate.truth import surfaces
+from model_optimizer.search.simulate.tunedrive import TuneRun, run_tune
+from model_optimizer.search.simulate.tunetable import summarise_tune
+from model_optimizer.search.tune.confirm import CONFIRM_CANDIDATES
+
+QUIET = REGIMES["cv0"]
+LAUNCH_S, WINDOW_S = QUIET.launch_s(False), WARMUP_S + QUIET.window_s
+
+
+def test_the_surfaces_know_their_best_configuration():
+    shapes = surfaces()
+    assert "categorical" not in shapes
+    assert shapes["monotone"].best()[0] == {"max_num_seqs": 64, "block_size": 64}
+    assert shapes["oom-ceiling"].best()[0] == {"max_num_seqs": 40, "block_size": 64}
+    assert shapes["slo-edge"].best()[0] == {"max_num_seqs": 24, "block_size": 64}
+    monotone = shapes["monotone"]
+    assert monotone.ratio({"max_num_seqs": 64, "block_size": 32}) == pytest.approx(1 / 1.03)
+    assert shapes["oom-ceiling"].ratio({"max_num_seqs": 41, "block_size": 64}) == 0.0
+    assert monotone.ratio(None) == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_at_zero_noise_the_tune_writes_the_known_best_exactly(seed):
+    surface = surfaces()["monotone"]
+    run = run_tune(surface, QUIET, seed)
+    assert run.chosen == surface.best()[0]
+    assert run.trials == 12                       # the recipe's budget, all asked
+    # scanning: at most one launch per trial (a repeated configuration none), plus the
+    # chosen trial's own launch; every window measured on those launches
+    assert 3 <= run.launches <= run.trials + 1
+    assert run.windows > run.launches
+    assert run.wall_s == run.launches * LAUNCH_S + run.windows * WINDOW_S
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_at_zero_noise_the_tune_reaches_a_flat_top_with_the_best_block_size(seed):
+    surface = surfaces()["knee-flat"]     # every max_num_seqs >= 20 is the best
+    run = run_tune(surface, QUIET, seed)
+    assert run.chosen["block_size"] == 64 and run.chosen["max_num_seqs"] >= 20
+    assert surface.ratio(run.chosen) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_scan_server_above_the_memory_ceiling_lowers_the_scan_ceiling(seed):
+    surface = surfaces()["oom-ceiling"]
+    run = run_tune(surface, QUIET, seed)
+    # the launch at 64 fails (OOM above 40): the trial scans again lower, later trials start
+    # from the lowered ceiling, and a level at or above a failed launch is not launched: about
+    # one launch per trial (before: two, 25 in all, and no level scanned)
+    assert run.launches <= run.trials + CONFIRM_CANDIDATES
+    assert run.windows > run.trials + CONFIRM_CANDIDATES
+    assert surface.ratio(run.chosen) >= 0.95
+
+
+def test_the_figures_are_computed_as_defined():
+    surface = surfaces()["monotone"]
+    best = surface.best()[0]
+    runs = [TuneRun(best, 10, 12, 30, 600.0),
+            TuneRun({"max_num_seqs": 64, "block_size": 32}, 12, 12, 32, 1200.0),  # 0.971
+            TuneRun({"max_num_seqs": 16, "block_size": 64}, 14, 12, 20, 900.0),   # < 0.90
+            TuneRun(None, 20, 11, 10, 300.0)]                                     # not written
+    row = summarise_tune(surface, "cv5", runs)
+    low = surface.ratio({"max_num_seqs": 16, "block_size": 64})
+    assert 0 < low < 0.9
+    assert row.reps == 4
+    assert row.ratio_p5 == 0.0                    # the lowest of 4: the unwritten run
+    assert row.ratio_median == pytest.approx((low + 1 / 1.03) / 2)
+    assert (row.at_least_95, row.at_least_90) == (0.5, 0.5)
+    assert (row.launches, row.max_launches, row.trials, row.windows) == (13, 20, 12, 25)
+    assert row.wall_min == pytest.approx(12.5)
+    assert row.knob_right == 0.5                  # best and the 16-sequence run
+    assert row.written == 0.75
+    assert row.confidently_wrong == 0.25          # written below 0.90; unwritten is not
+
+
+def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
+    surface = surfaces()["monotone"]
+    low = {"max_num_seqs": 16, "block_size": 64}                             # < 0.90
+    row = summarise_tune(surface, "cv5", [TuneRun(low, 14, 12, 20, 900.0, warned=True),
+                                          TuneRun(low, 14, 12, 20, 900.0)])
+    assert row.warned == 0.5 and row.confidently_wrong == 0.5
+    assert row.cells()[-2:] == ["50.0%", "50.0%"]
