@@ -22,10 +22,10 @@ confirming launch) on every numeric curve times a block_size effect of 1.00 / 1.
         [--n-trials 12] [--curves ...] [--noise ...]
 
 After the sweep table, the fitted curve's predictions at levels it did not measure
-(``search/simulate/predtable.py``, issue 35 item 4): per numeric curve and noise, leave-one-level-out
-MAPE of throughput and TTFT p50/p99 against the median of 5 windows at the held-out level
-(and against the truth), with the goals (throughput <= 5%, TTFT p50 <= 15%) MET or MISSED
-per noise; ``--predict-reps`` repetitions (default 100: about 4 minutes on one busy core).
+(``search/simulate/predtable.py``, issue 35 item 4): per numeric curve and noise,
+leave-one-level-out MAPE of throughput and TTFT p50/p99 against the median of 5 windows at the
+held-out level (and against the truth), with the goals (throughput <= 5%, TTFT p50 <= 15%) MET or
+MISSED per noise; ``--predict-reps`` repetitions (default 100: about 4 minutes on one busy core).
 ``--predict`` prints that table alone.
 
     .venv/bin/python benchmarks/search_sim.py --predict [--predict-reps 100] [--noise ...]

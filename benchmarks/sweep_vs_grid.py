@@ -79,9 +79,9 @@ def strategy_revision() -> str:
     """The last commit that touched the sweep strategy code (and whether it is modified)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
-    revision = git("log", "-1", "--format=%h", "--", "model_optimizer/search/sweep",
-                   "model_optimizer/search")
-    dirty = git("status", "--porcelain", "--", "model_optimizer/search/sweep", "model_optimizer/search")
+    code = ("model_optimizer/search/sweep", "model_optimizer/search/core")
+    revision = git("log", "-1", "--format=%h", "--", *code)
+    dirty = git("status", "--porcelain", "--", *code)
     return revision + ("+modified" if dirty else "")
 
 

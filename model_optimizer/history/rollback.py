@@ -45,9 +45,9 @@ from model_optimizer.history.relocate import (
     require_model,
     restored_pins,
 )
+from model_optimizer.load.figures import FIGURE_KEYS
 from model_optimizer.recipe import Variation, archived_overrides, load_recipe, load_recipe_text
 from model_optimizer.recipe.writer import write_revision
-from model_optimizer.search.measure import FIGURE_KEYS
 from model_optimizer.telemetry import hardware_label
 
 

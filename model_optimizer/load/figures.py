@@ -5,7 +5,7 @@
 frozen fields, and ``to_dict`` writes the same dict back, key for key and in the same order
 (keys it does not declare are kept in ``extra``), so an archived file reads and writes
 back identical. Searches decide on ``Figures`` (``figure``, ``interval``); the figure keys
-they compare are ``FIGURE_KEYS``, the one list (``measure`` re-exports it).
+they compare are ``FIGURE_KEYS``, the one list (``search.measure`` re-exports it).
 """
 
 from __future__ import annotations

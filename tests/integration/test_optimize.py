@@ -89,7 +89,8 @@ def test_init_then_optimize_gates_pins_and_refuses_a_tampered_weight(trained_mod
 
     # everything as init wrote it, but a smaller load (48 requests of 32 output tokens) and
     # no survivor sweep, for CI's time: the sweep stage runs on the mock engine
-    # (tests/unit/search/optimize/test_pipeline_sweep_mock.py) and a real sweep in test_probe_scan.py;
+    # (tests/unit/search/optimize/test_pipeline_sweep_mock.py) and a real sweep in
+    # test_probe_scan.py;
     # init's default (1..128, 200 requests of 512+128 tokens) takes 17 minutes here and is
     # measured by benchmarks/optimize_time.py (docs/benchmarks/optimize.md)
     done = run_mopt("optimize", str(recipe), "--runs-dir", str(runs), "--json",

@@ -2,7 +2,8 @@
 impossible combinations pruned by the planner, the feasible one launched, measured and
 written. Each trial scanning max_num_seqs on one launch is test_tune_scan.py. The shipped
 space end to end (four trials), interrupt + resume and two workers on one PostgreSQL study
-test orchestration only: they run on the mock engine in tests/unit/search/tune/test_tune_cli_mock.py."""
+test orchestration only: they run on the mock engine in
+tests/unit/search/tune/test_tune_cli_mock.py."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ study and sampler (:func:`~model_optimizer.search.tune.study.open_study`,
 :func:`~model_optimizer.search.tune.loop.enqueue_seeds`), trials until
 :func:`~model_optimizer.search.tune.loop.stop_reason`, a repeated configuration copied
 (:func:`~model_optimizer.search.tune.trials.copy_twin`), every other trial a scanning trial of the
-real :class:`~model_optimizer.search.tune.scan.TrialScanner` (one launch per combination of the other
-knobs, max_num_seqs scanned on it, every level told to optuna), then the best feasible trial
+real :class:`~model_optimizer.search.tune.scan.TrialScanner` (one launch per combination of the
+other knobs, max_num_seqs scanned on it, every level told to optuna), then the best feasible trial
 confirmed by a launch of its own, its runner-up side by side where it may be as good
 (``TrialScanner.confirm``, ``search/tune/confirm.py``). Only the engine is simulated
 (:class:`~model_optimizer.search.simulate.tuning.SimEngine`); the study lives in memory, nothing is

@@ -1,15 +1,16 @@
 """The simulated engine a tune runs against: what ``search/tune/scan.py`` launches, pure.
 
 :class:`SimEngine` stands in for the three places a scanning tune meets vLLM (the fields of
-:class:`~model_optimizer.search.tune.host.ScanHost`): the scan server (:meth:`SimEngine.scan_server`,
-ScanServer's signature: one launch at the ceiling, one steady-state window per level), the
-confirming run of the chosen trial (:meth:`SimEngine.run_one`, run_recipe's signature: a launch
-and one window), and the relaunch of the asked configuration when the scan server does not
-start (:meth:`SimEngine.measure`). Each reads the :class:`~model_optimizer.search.simulate.truth.Surface`
-through a :class:`~model_optimizer.search.simulate.bench.Bench` server (its launch cost, offset,
-drift, window noise and collapses, on the simulated clock) and answers with the
-:class:`~model_optimizer.runner.RunOutcome` a real run would archive (qps with its interval,
-p99 TTFT, the SLO verdict), so the tune's own code turns it into trials.
+:class:`~model_optimizer.search.tune.host.ScanHost`): the scan server
+(:meth:`SimEngine.scan_server`, ScanServer's signature: one launch at the ceiling, one steady-state
+window per level), the confirming run of the chosen trial (:meth:`SimEngine.run_one`, run_recipe's
+signature: a launch and one window), and the relaunch of the asked configuration when the scan
+server does not start (:meth:`SimEngine.measure`). Each reads the
+:class:`~model_optimizer.search.simulate.truth.Surface` through a
+:class:`~model_optimizer.search.simulate.bench.Bench` server (its launch cost, offset, drift,
+window noise and collapses, on the simulated clock) and answers with the
+:class:`~model_optimizer.runner.RunOutcome` a real run would archive (qps with its interval, p99
+TTFT, the SLO verdict), so the tune's own code turns it into trials.
 """
 
 from __future__ import annotations

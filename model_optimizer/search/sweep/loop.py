@@ -4,10 +4,10 @@ choice with a sustained run and write it as a recipe revision.
 The archive, ``state.json``, the clock and sealing are the search core's
 (:class:`~model_optimizer.search.core.session.SearchSession`); the steps, the sweep's own state
 (config, history, decisions) and the time budget checked before each step are
-``search/sweep/steps.py``'s and ``search/sweep/budget.py``'s; the search is the registered strategy's
-(``search/sweep/strategies/``), the choice and its confirmation ``search/sweep/choice.py``'s. Because the
-strategy is a pure function of the history, a resumed sweep ends exactly where an
-uninterrupted one would have.
+``search/sweep/steps.py``'s and ``search/sweep/budget.py``'s; the search is the registered
+strategy's (``search/sweep/strategies/``), the choice and its confirmation
+``search/sweep/choice.py``'s. Because the strategy is a pure function of the history, a resumed
+sweep ends exactly where an uninterrupted one would have.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """One sweep's steps: measure a value (relaunched, or a level on the live scan server),
 record it (with the seconds it took) and the decision that asked for it, tell the display,
 and check the time budget before the next one (``search/sweep/budget.py``). Every strategy
-(``search/sweep/strategies/``) and the confirmation (``search/sweep/choice.py``) take their steps here.
+(``search/sweep/strategies/``) and the confirmation (``search/sweep/choice.py``) take their
+steps here.
 """
 
 from __future__ import annotations

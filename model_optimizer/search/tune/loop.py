@@ -119,7 +119,7 @@ class TuneState(SearchState):
     machine: str = field(default_factory=socket.gethostname)
     trials_here: list[int] = field(default_factory=list)
     stop: dict | None = None
-    scan: bool = False            # each trial scans max_num_seqs on one launch (search/tune/scan.py)
+    scan: bool = False            # each trial scans max_num_seqs on one launch (scan.py)
     scan_reason: str = ""
     confirmations: list[dict] = field(default_factory=list)  # scan: the winner's own launch
     confirmation: dict | None = None  # scan: what the confirmation chose (confirm.py)

@@ -324,7 +324,8 @@ class TrialScanner:
 
     # ----- the chosen trial: a launch of its own -----------------------------------------
     def confirm(self, ranked: list[FrozenTrial]) -> ConfirmVerdict:
-        """The best feasible trials confirmed by launches of their own (``search/tune/confirm.py``)."""
+        """The best feasible trials confirmed by launches of their own
+        (``search/tune/confirm.py``)."""
         return confirm_best(self.host, ranked)
 
 

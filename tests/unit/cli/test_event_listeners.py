@@ -25,8 +25,9 @@ PACKAGE = Path(events.__file__).parent
 RUN = ["runner.py", "search/core/session.py"]  # every run's and every search's own events
 #: each command's display and the modules whose events reach it
 COMMANDS: dict[type[RunProgress], list[str]] = {
-    SweepProgress: [*RUN, "search/sweep/steps.py", "search/sweep/choice.py", "search/sweep/probe.py",
-                    "search/sweep/strategies/probescan.py", "search/sweep/strategies/probefit.py"],
+    SweepProgress: [*RUN, "search/sweep/steps.py", "search/sweep/choice.py",
+                    "search/sweep/probe.py", "search/sweep/strategies/probescan.py",
+                    "search/sweep/strategies/probefit.py"],
     TuneProgress: [*RUN, "search/tune/loop.py", "search/tune/scan.py", "search/tune/confirm.py"],
     OptimizeProgress: [*RUN, "search/optimize/pipeline.py", "quantize/run.py"],
     CapacityProgress: ["runner.py", "search/capacity.py"],

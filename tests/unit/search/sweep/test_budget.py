@@ -1,7 +1,7 @@
-"""The sweep's time budget on a fake clock (``search/sweep/budget.py``): no step starts that the time
-left cannot hold with the confirmation, so a sweep ends within its budget plus what its last
-step takes beyond the longest one measured before it (here: nothing, every later step being
-no longer); the stop reason says ``budget``; a budget large enough changes nothing."""
+"""The sweep's time budget on a fake clock (``search/sweep/budget.py``): no step starts that the
+time left cannot hold with the confirmation, so a sweep ends within its budget plus what its last
+step takes beyond the longest one measured before it (here: nothing, every later step being no
+longer); the stop reason says ``budget``; a budget large enough changes nothing."""
 
 import json
 
