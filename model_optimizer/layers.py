@@ -8,6 +8,10 @@ and fails on a violation; ``docs/design.md`` section 5 explains the order.
 Names are the first component under ``model_optimizer`` (a package or a top-level module);
 ``""`` is ``model_optimizer/__init__.py`` itself. A new top-level package or module must be
 placed here, or the layer test fails.
+
+A family is a package whose children (its subpackages and modules) have layers of their own,
+``FAMILIES``: the same rule one level down, so that inside ``search`` the strategies stand on
+the core and never on each other. Outside the family, the family is one name in ``LAYERS``.
 """
 
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -36,10 +40,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("window",),
     # one measured, archived run of one recipe
     ("runner",),
-    # one configuration for a search: planner check, repeats, figures; the capacity search
-    # (windows at offered rates on one live server); a fleet: several instances and their
-    # router, planned, launched and measured through the router's one URL
-    ("measure", "capacity", "fleet"),
+    # a fleet: several instances and their router, planned, launched and measured through
+    # the router's one URL
+    ("fleet",),
     # runs, diff, rollback, drift: reading archives; a recipe or a fleet as a deployment:
     # vLLM config, Compose, Kubernetes, systemd (export: above fleet, whose router
     # configuration a fleet's export writes)
@@ -50,13 +53,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "verify"),
     # output quality: lm-eval and fidelity checks against a baseline (serves the model)
     ("quality",),
-    # the search core: a search run's archive, state, clock, budget, sealing; knob helpers
+    # the search family: every search for a configuration by measurement, its own layers in
+    # FAMILIES["search"] (above quality: the core gates candidates on it)
     ("search",),
-    # the strategies
-    ("sweep", "tune"),
-    # pipelines built of strategies: quantize candidates, then a sweep on the survivor; the
-    # search simulator (the real strategies against known curves, no engine)
-    ("optimize", "simulate"),
     # one entry function per command, typed arguments and typed results: what the command
     # line parses into and prints from, and mopt's Python API (docs/api.md)
     ("usecase",),
@@ -69,6 +68,35 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 def layer_of(name: str) -> int | None:
     """The layer number (0 lowest) of the top-level package or module ``name``."""
     for number, names in enumerate(LAYERS):
+        if name in names:
+            return number
+    return None
+
+
+#: family -> its children's layers, lowest first; ``""`` is the family's ``__init__.py``. A
+#: child imports children of lower layers only, never a sibling of its layer; a new child
+#: must be placed here, or the layer test fails.
+FAMILIES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "search": (
+        # one configuration for a search: planner check, repeats, figures (measure); the
+        # rate search of mopt capacity: windows at offered rates on one live server
+        ("", "measure", "capacity"),
+        # the core the strategies stand on: a search run's archive, state, clock, budget,
+        # sealing (session); knob helpers; the validated revision; the live scan server
+        ("core",),
+        # the strategies: one knob (sweep), several with optuna (tune)
+        ("sweep", "tune"),
+        # pipelines of strategies: quantize candidates, then a sweep on the survivor
+        # (optimize); the search simulator: the real strategies against known curves, no
+        # engine (simulate)
+        ("optimize", "simulate"),
+    ),
+}
+
+
+def child_layer_of(family: str, name: str) -> int | None:
+    """The layer number (0 lowest) of child ``name`` inside family ``family``."""
+    for number, names in enumerate(FAMILIES.get(family, ())):
         if name in names:
             return number
     return None
