@@ -3,8 +3,8 @@ sweep may move, and start <= max.
 
 The typed spec (``spec.SweepSpec``), the recipe's cross-field rules (``rules.py``), the sweep's
 config and flags (``search/sweep/model.py``, ``search/sweep/flags.py``, ``search/sweep/probe.py``)
-and ``mopt sweep --help`` read them from here; ``tests/unit/recipe/test_sweep_rules.py`` holds the
-JSON Schema (``schemas/recipe.v1.json``, which cannot import them) to the same lists.
+and ``mopt sweep --help`` read them from here; ``tests/unit/search/sweep/test_sweep_rules.py``
+holds the JSON Schema (``schemas/recipe.v1.json``, which cannot import them) to the same lists.
 """
 
 from __future__ import annotations
