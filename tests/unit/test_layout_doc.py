@@ -16,7 +16,7 @@ PACKAGE = ROOT / "model_optimizer"
 BASES = (ROOT, PACKAGE, ROOT / "tests" / "unit", ROOT / "tests", ROOT / "docs")
 #: paths of vLLM's own source tree that the documents quote (not files of this repository)
 FOREIGN = ("vllm/", "v1/", "platforms/")
-#: a backticked path to a Python file: ``sweep/fit.py``, `model_optimizer/search/core/scan.py`
+#: a backticked path to a Python file: ``search/sweep/fit.py``, `tests/unit/test_layers.py`
 PATH = re.compile(r"`([\w.-]+/[\w./-]*\.py)\b")
 
 

@@ -16,7 +16,7 @@ A :class:`SearchSession` owns what every search needs and no strategy should wri
   held off (:meth:`SearchSession.run`), whether the search finished or was interrupted, so
   a second Ctrl-C cannot leave an unsealed archive.
 
-The strategy (``sweep/``, ``tune/``) decides what to measure next and what to write.
+The strategy (``search/sweep/``, ``search/tune/``) decides what to measure next and what to write.
 """
 
 from __future__ import annotations
