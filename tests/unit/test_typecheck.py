@@ -24,7 +24,8 @@ def _load_checker():
 
 tc = _load_checker()
 
-OLD = "model_optimizer/search/sweep/fit.py:{}: error: Incompatible types in assignment  [assignment]"
+OLD = ("model_optimizer/search/sweep/fit.py:{}: error: Incompatible types in assignment  "
+       "[assignment]")
 NEW = 'model_optimizer/search/tune/loop.py:7: error: Name "x" is not defined  [name-defined]'
 
 

@@ -4,8 +4,9 @@ sleeping).
 
 ``truth`` (curves, the step-time model, the tune's surfaces), ``bench`` (noise regimes,
 servers, clock), ``budget`` (the live sweep's time budget on that clock), ``drive`` (one
-search by the real strategy code), ``fitted`` (the fitted-knee strategy), ``table`` (repetitions, figures, the markdown table); for the tune,
-``tuning`` (the simulated engine behind ``search/tune/scan.py``'s seams), ``tunedrive`` (one tune by
-the real tune code) and ``tunetable`` (its figures). ``benchmarks/search_sim.py`` prints the
-tables (``--tune`` the tune's).
+search by the real strategy code), ``fitted`` (the fitted-knee strategy), ``table``
+(repetitions, figures, the markdown table); for the tune, ``tuning`` (the simulated engine
+behind ``search/tune/scan.py``'s seams), ``tunedrive`` (one tune by the real tune code) and
+``tunetable`` (its figures). ``benchmarks/search_sim.py`` prints the tables (``--tune`` the
+tune's).
 """

@@ -5,8 +5,8 @@ window or launch; it calls the pure :func:`~model_optimizer.search.sweep.budget.
 the session's clock (``SearchSession.elapsed``, ``time.monotonic``), the seconds every step
 took, the scan server's measured start and ``sweep.confirm_duration_s``. The simulator does
 not run the strategy classes (they write archives and reports); it drives the same pure
-functions in the same order (``search/simulate/drive.py``, ``search/simulate/fitted.py``), so this class
-feeds the same check the same inputs read off the bench's clock instead: the next step
+functions in the same order (``search/simulate/drive.py``, ``search/simulate/fitted.py``),
+so this class feeds the same check the same inputs read off the bench's clock instead: the next step
 counted at the longest measured so far, plus a reserve for the confirmation (its sustained
 run and a launch). A simulated sweep therefore ends within its budget, as a live one does,
 unless a confirmation falls back to a lower value (a launch and a run each).

@@ -1,7 +1,7 @@
-"""The live sweep's time budget on the simulated clock (``search/simulate/budget.py``): a simulated
-sweep, its confirmation included, ends within its budget (as ``tests/unit/search/sweep/test_budget.py``
-shows for the live loop on a fake clock), is not stopped a step early, and a budget large
-enough changes nothing."""
+"""The live sweep's time budget on the simulated clock (``search/simulate/budget.py``): a
+simulated sweep, its confirmation included, ends within its budget (as
+``tests/unit/search/sweep/test_budget.py`` shows for the live loop on a fake clock), is not
+stopped a step early, and a budget large enough changes nothing."""
 
 import pytest
 
