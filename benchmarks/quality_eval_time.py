@@ -33,7 +33,6 @@ from model_optimizer.models.trained import build_trained_model  # noqa: E402
 from model_optimizer.quality import evaluate, gate  # noqa: E402
 from model_optimizer.quality.evaluate import serve  # noqa: E402
 from model_optimizer.recipe import load_recipe  # noqa: E402
-from model_optimizer.search.measure import variant  # noqa: E402
 
 RECIPE = REPO_ROOT / "recipes" / "tiny-trained-cpu.yaml"
 
@@ -56,7 +55,7 @@ def main() -> None:
     on_server, gated, launches = [], [], []
     with serve(loaded, holder, lambda event: None) as endpoint:
         first = evaluate(loaded, url=endpoint.base_url, runs_base=runs)
-        fp8 = variant(loaded, ["engine.kv_cache_dtype=fp8"])
+        fp8 = loaded.varied({"engine.kv_cache_dtype": "fp8"}, "the fp8-KV candidate")
         for _ in range(args.repeats):
             started = time.monotonic()
             evaluate(loaded, url=endpoint.base_url, runs_base=runs)

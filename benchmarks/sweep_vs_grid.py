@@ -36,7 +36,6 @@ from quiet import add_quiet_args, require_quiet
 
 from model_optimizer.recipe import load_recipe
 from model_optimizer.runner import run_recipe
-from model_optimizer.search.measure import variant
 from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.search.sweep.loop import start_sweep
 
@@ -98,8 +97,9 @@ def measure_grid(args) -> None:
         for value in values if name == "up" else reversed(values):
             if any(r["value"] == value and r["pass"] == name for r in grid["measurements"]):
                 continue
-            outcome = run_recipe(variant(loaded, [f"engine.max_num_seqs={value}",
-                                                  f"workload.concurrency={value}"]), runs)
+            varied = loaded.varied({"engine.max_num_seqs": value,
+                                    "workload.concurrency": value}, f"grid value {value}")
+            outcome = run_recipe(varied, runs)
             half = ((outcome.metrics or {}).get("intervals") or {}).get("qps") or {}
             row = {"value": value, "pass": name, "ok": outcome.ok,
                    "qps": (outcome.metrics or {}).get("qps"),

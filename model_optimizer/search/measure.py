@@ -9,18 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_optimizer.engine.factory import EngineFactory
-from model_optimizer.errors import RecipeError
 from model_optimizer.events import EventCallback
 from model_optimizer.load.figures import FIGURE_KEYS, Figures
 from model_optimizer.plan import fits
 from model_optimizer.plan.kvcache import cpu_kv_dtype_problem
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.recipe.overrides import parse_overrides
 from model_optimizer.runner import RunOutcome, run_recipe
 from model_optimizer.telemetry import cpu_flags
 
 __all__ = ["FIGURE_KEYS", "RESOURCE_KEYS", "Measurement", "measure_configuration",
-           "objective_half_width", "planner_verdict", "step_figures", "variant"]
+           "objective_half_width", "planner_verdict", "step_figures"]
 #: what the configuration cost, from the telemetry peaks (step figures only)
 RESOURCE_KEYS = ("peak_memory_bytes", "kv_cache_usage_max", "preemptions")
 
@@ -43,16 +41,6 @@ class Measurement:
     def half_width(self) -> float | None:
         """The widest 95% half-width of the objective over the repeats (None without)."""
         return max(self.half_widths) if self.half_widths else None
-
-
-def variant(loaded: LoadedRecipe, extra_overrides: list[str]) -> LoadedRecipe:
-    """Deprecated: ``loaded`` with more ``--set`` texts applied. Use
-    ``loaded.varied({"engine.max_num_seqs": 64}, source=...)``: typed values, no text.
-    Kept only until ``search/sweep/steps.py`` calls ``varied`` itself."""
-    variations, problems = parse_overrides(extra_overrides)
-    if problems:
-        raise RecipeError(problems)
-    return loaded.with_variations(variations)
 
 
 def planner_verdict(step: LoadedRecipe, model_config: dict | None) -> str | None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from model_optimizer.recipe import LoadedRecipe
 from model_optimizer.recipe.render import vllm_argv
-from model_optimizer.search.core.knobs import engine_overrides
 from model_optimizer.search.sweep.strategies import SweepStrategy
 from tests.unit.test_layers import imports_of, module_name
 
@@ -29,12 +28,12 @@ WALK = [
     ("model_optimizer/search/sweep/strategy.py", "next_value"),
     ("model_optimizer/search/sweep/model.py", "round_value"),
     ("model_optimizer/search/sweep/steps.py", "SweepSteps"),
-    ("model_optimizer/search/core/knobs.py", "engine_overrides"),
-    ("model_optimizer/search/measure.py", "variant"),
-    ("model_optimizer/recipe/overrides.py", "parse_overrides"),
+    ("model_optimizer/search/core/knobs.py", "engine_values"),
     ("model_optimizer/recipe/__init__.py", "LoadedRecipe"),
+    ("model_optimizer/recipe/overrides.py", "variations_of"),
     ("model_optimizer/recipe/spec.py", "EngineSpec"),
     ("model_optimizer/search/core/session.py", "SearchSession"),
+    ("model_optimizer/search/measure.py", "measure_configuration"),
     ("model_optimizer/runner.py", "run_recipe"),
     ("model_optimizer/engine/factory.py", "plan_server"),
     ("model_optimizer/recipe/render.py", "vllm_argv"),
@@ -79,13 +78,20 @@ def test_each_module_is_reached_from_one_before_it():
         assert any(_edge(earlier, path) for earlier in paths[:i]), path
 
 
-def test_the_swept_value_reaches_the_argv_through_the_text_round_trip(tmp_path):
-    from model_optimizer.search.measure import variant
+def test_the_swept_value_reaches_the_argv_typed(tmp_path):
+    from model_optimizer.search.sweep.steps import SweepSteps
     from tests.unit.mock_engine import mock_recipe
 
     loaded = mock_recipe(tmp_path, tmp_path)
-    assert engine_overrides({"max_num_seqs": 64}) == ["engine.max_num_seqs=64"]
-    step: LoadedRecipe = variant(loaded, engine_overrides({"max_num_seqs": 64}))
+
+    class Steps:  # what step_recipe reads of a sweep's steps
+        state = type("State", (), {"config": type("Config", (), {"param": "max_num_seqs"})})
+
+    Steps.loaded = loaded
+    step: LoadedRecipe = SweepSteps.step_recipe(Steps(), 64)
     assert step.spec.engine.max_num_seqs == 64
+    assert [(v.key, v.value, v.source) for v in step.variations][-1] == (
+        "engine.max_num_seqs", 64, "sweep max_num_seqs 64")
+    assert step.overrides == loaded.overrides  # no --set text was made for it
     argv = vllm_argv(step.resolved, step.base_dir)
     assert argv[argv.index("--max-num-seqs") + 1] == "64"

@@ -17,18 +17,14 @@ from model_optimizer.search.core.knobs import (
     FLOAT_DECIMALS,
     FLOAT_KNOBS,
     describe,
-    engine_overrides,
     engine_values,
     is_float_knob,
-    yaml_value,
 )
 
 __all__ = [
     "FLOAT_DECIMALS",
     "FLOAT_KNOBS",
     "describe",
-    "engine_overrides",
     "engine_values",
     "is_float_knob",
-    "yaml_value",
 ]

@@ -27,18 +27,3 @@ def describe(params: dict[str, Any]) -> str:
     """A knob setting in words, the source recorded with its values: ``max_num_seqs 64``."""
     return ", ".join(f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
                      for name, value in params.items())
-
-
-def yaml_value(value: Any) -> str:
-    """One value as ``--set`` text: booleans in YAML spelling, whole floats as integers."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def engine_overrides(params: dict[str, Any]) -> list[str]:
-    """Deprecated (``search/sweep/steps.py`` until it calls ``LoadedRecipe.varied`` with
-    :func:`engine_values`): the engine knobs in ``params`` as ``--set`` texts."""
-    return [f"engine.{name}={yaml_value(value)}" for name, value in params.items()]

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from model_optimizer.archive import utc_now
 from model_optimizer.events import SweepSkipped, SweepStep, SweepStepDone, eta_s
 from model_optimizer.recipe import LoadedRecipe
-from model_optimizer.search.core.knobs import engine_overrides
+from model_optimizer.search.core.knobs import describe, engine_values
 from model_optimizer.search.core.session import SearchSession
-from model_optimizer.search.measure import Measurement, variant
+from model_optimizer.search.measure import Measurement
 from model_optimizer.search.sweep.budget import BudgetCheck, budget_check
 from model_optimizer.search.sweep.probe import ProbeServer
 from model_optimizer.search.sweep.state import SweepState, point_of
@@ -89,7 +89,8 @@ class SweepSteps:
     def step_recipe(self, value) -> LoadedRecipe:
         """The recipe with the swept value applied (a tied concurrency follows max_num_seqs
         in the runner)."""
-        return variant(self.loaded, engine_overrides({self.state.config.param: value}))
+        setting = {self.state.config.param: value}
+        return self.loaded.varied(engine_values(setting), f"sweep {describe(setting)}")
 
     def _measure_for_real(self, step: LoadedRecipe, value) -> Measurement:
         self.session.sample_load()  # here, not in measure_step: an injected measure is a test's

@@ -12,7 +12,6 @@ import pytest
 from model_optimizer.archive.start import _recipe_fields
 from model_optimizer.errors import RecipeError
 from model_optimizer.recipe import Variation, archived_overrides, load_recipe, load_recipe_text
-from model_optimizer.search.measure import variant
 
 from .conftest import VALID
 
@@ -66,15 +65,6 @@ def test_set_texts_and_variations_are_one_ordered_list(write_recipe):
     assert [v.source for v in loaded.variations] == ["mopt bench --concurrency",
                                                      "--set engine.max_num_seqs=16"]
     assert loaded.overrides == ["engine.max_num_seqs=16"]
-
-
-def test_the_deprecated_text_variant_is_the_same_call(write_recipe):
-    loaded = load_recipe(write_recipe())
-    by_text = variant(loaded, ["engine.max_num_seqs=64"])
-    by_value = loaded.varied({"engine.max_num_seqs": 64}, "sweep value 64")
-    assert by_text.resolved == by_value.resolved
-    with pytest.raises(RecipeError):
-        variant(loaded, ["engine.max_num_seqs"])
 
 
 def test_run_json_records_the_varied_values_and_a_rollback_restores_them(write_recipe):

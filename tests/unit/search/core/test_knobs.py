@@ -3,22 +3,20 @@
 from model_optimizer.plan.accelerators import CPU_BLOCK_MULTIPLE, knob_multiple
 from model_optimizer.search.core.knobs import (
     FLOAT_KNOBS,
-    engine_overrides,
+    describe,
+    engine_values,
     is_float_knob,
-    yaml_value,
 )
 from model_optimizer.search.sweep.strategy import SweepConfig
 
 
-def test_yaml_value_spells_values_as_set_text():
-    assert yaml_value(True) == "true" and yaml_value(False) == "false"
-    assert yaml_value(16.0) == "16" and yaml_value(0.85) == "0.85"
-    assert yaml_value("fp8") == "fp8" and yaml_value(32) == "32"
-
-
-def test_engine_overrides_are_set_arguments():
-    assert engine_overrides({"max_num_seqs": 8.0, "enable_prefix_caching": True}) == [
-        "engine.max_num_seqs=8", "engine.enable_prefix_caching=true"]
+def test_engine_values_are_typed_recipe_values_and_describe_names_them():
+    setting = {"max_num_seqs": 8, "enable_prefix_caching": True, "gpu_memory_utilization": 0.5}
+    assert engine_values(setting) == {"engine.max_num_seqs": 8,
+                                      "engine.enable_prefix_caching": True,
+                                      "engine.gpu_memory_utilization": 0.5}
+    assert describe(setting) == ("max_num_seqs 8, enable_prefix_caching True, "
+                                 "gpu_memory_utilization 0.5")
 
 
 def test_float_knobs_are_the_fractions_and_the_sweep_reads_them():
