@@ -93,16 +93,19 @@ def scan_server(config: SweepConfig, bench: Bench,
     """The probe-scan server (the loop's ``_probe_scan``): launched at the ceiling, lowered
     once after a memory failure (an OOM ceiling's launches fail for memory); the measure
     function (a relaunch per value when no scan server started) and the ceiling that failed."""
-    failed = None
+    if config.max is None:
+        raise ValueError("a scan server is launched at a ceiling: the config has no max")
+    failed, top = None, int(config.max)
     for launched in range(1, MAX_SCAN_SERVERS + 1):
-        server = (budget.launch_scan_server(int(config.max)) if budget is not None
-                  else bench.launch(int(config.max)))
+        server = (budget.launch_scan_server(top) if budget is not None
+                  else bench.launch(top))
         if server.started:
             return server.window, failed
-        lowered = lowered_ceiling("oom", int(config.max), int(config.start))
+        lowered = lowered_ceiling("oom", top, int(config.start))
         if launched == MAX_SCAN_SERVERS or lowered is None:
             break
-        failed, config.max = int(config.max), lowered
+        failed, top = top, lowered
+        config.max = lowered
     return bench.relaunch_point, failed
 
 

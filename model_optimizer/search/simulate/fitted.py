@@ -50,6 +50,7 @@ def run_fitted(bench: Bench, seed: int, budget: SimBudget | None = None):
                              window_minutes=minutes, seed=seed)).value is not None:
         if budget.spent(history):
             break
+        assert step.phase is not None  # a step with a value always names its phase
         history.append(budget.take(server.window, step.value, step.phase))
     knee = step.knee if step.value is None else knee_so_far(
         history, curve.low, ceiling, THRESHOLD, window_minutes=minutes, seed=seed)
