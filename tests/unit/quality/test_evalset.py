@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from model_optimizer.errors import UsageError
-from model_optimizer.models.trained import NUMBERS, task_items
+from model_optimizer.models.trained import NUMBERS, beyond_items, corpus, task_items
 from model_optimizer.quality.evalset import load_eval_set, parse_eval_set
 from model_optimizer.quality.scoring import score
 
@@ -76,3 +76,15 @@ def test_shipped_example_is_the_generator_output_and_its_references_are_right():
             truth = " ".join(words[1:-1])
         assert item.reference == truth, item.id
         assert score(item, f" {truth} .") is True
+
+
+def test_the_untaught_class_lies_outside_every_sum_the_corpus_teaches():
+    taught = {line.split(" is ")[0] for line in corpus(0, 20000) if " plus " in line}
+    items = beyond_items()
+    assert beyond_items() == items and len(items) == 10
+    for entry in items:
+        a_word, _, b_word, _ = entry["prompt"].split()
+        a, b = NUMBERS.index(a_word), NUMBERS.index(b_word)
+        assert 11 <= a <= 19 and a + b <= 20 and entry["reference"] == NUMBERS[a + b]
+        assert entry["prompt"].removesuffix(" is") not in taught
+        assert entry["id"].rsplit("-", 1)[0] == "plus-beyond"
