@@ -7,8 +7,8 @@ The rule, for a fleet of N instances:
 - replica i (``replica-1`` ... ``replica-N``) is the single server's model and engine (the
   derived one, or ``--single``'s recipe) on instance i's machine: its ``cores`` and its share
   (``kv_cache_gib`` on a CPU, ``gpu_memory_utilization`` on a GPU, as instance i is served),
-  instance i taken in the fleet file's order; so the replicas hold the hardware the fleet's instances hold, each
-  its own;
+  instance i taken in the fleet file's order; so the replicas hold the hardware the
+  fleet's instances hold, each its own;
 - ``max_num_seqs`` is the single server's divided by N, rounded up: together the replicas
   may hold as many sequences as the single server (up to N-1 more from the rounding), and
   as the fleet when the single server is the derived one (its ``max_num_seqs`` is the

@@ -1,7 +1,7 @@
 """`mopt split FLEET --replicas` orchestrated for real on the mock engine: the single server,
 the fleet and the replicas (both with the real router) in rotating rounds, each window a
-nested run, the verdict archived; a window that fails and a Ctrl-C end the experiment with everything archived and
-no process left.
+nested run, the verdict archived; a window that fails and a Ctrl-C end the experiment with
+everything archived and no process left.
 
 The mock's latencies are scripted per server: one server answers every first token in 1 s,
 the fleet's short instance in 0.1 s and its long one in 2.5 s; the replicas serve the
