@@ -1,5 +1,6 @@
-"""`mopt split FLEET`: should this traffic be split over the fleet's instances, or served by
-one server? Both measured in alternating rounds; per class, the paired change with its
+"""`mopt split FLEET`: should this traffic be split over the fleet's instances, or served by one
+server? Both measured in alternating rounds (with ``--replicas``, a third arm: the single server
+cut into replicas behind the router with no class rule); per class, the paired change with its
 interval, and the verdict in words (printing). With ``--sweep-instances``: each instance's
 max_num_seqs swept alone, and the fleet's next revision written with the chosen values."""
 
@@ -31,7 +32,14 @@ from model_optimizer.fleet.split import ROUND_COLUMNS, SplitWindow, figures_row
 from model_optimizer.search.sweep.flags import SweepFlags
 from model_optimizer.usecase.fleet_sweep import FleetSweepOutcome, sweep_instances
 from model_optimizer.usecase.split import DEFAULT_ROUNDS, MIN_ROUNDS, SplitOutcome, split
-from model_optimizer.usecase.split_verdict import LABELS, NO_SPLIT, SPLIT
+from model_optimizer.usecase.split_paired import HEADLINE
+from model_optimizer.usecase.split_verdict import (
+    ARM_WORDS,
+    LABELS,
+    NO_SPLIT,
+    SPLIT,
+    ClassVerdict,
+)
 
 
 class SplitProgress(RunProgress):
@@ -54,17 +62,28 @@ def rounds_table(outcome: SplitOutcome) -> Table:
     return table
 
 
-def changes_table(outcome: SplitOutcome) -> Table:
-    """Per class and figure: the fleet against one server, paired by round."""
+def changes_tables(outcome: SplitOutcome) -> list[Table]:
+    """Per class and figure: the fleet against one server, paired by round; with the
+    replicas, the replicas against one server and the fleet against the replicas."""
     verdict = outcome.verdict
-    table = Table(title="fleet / single - 1, paired by round (each end a one-sided 95% bound)",
-                  show_edge=False)
+    tables = [changes_table(HEADLINE, verdict.classes, verdict.overall)]
+    return tables + [changes_table(c.arms, c.classes, c.overall)
+                     for c in verdict.comparisons]
+
+
+def changes_table(arms: tuple[str, str], classes: tuple[ClassVerdict, ...],
+                  overall: ClassVerdict | None) -> Table:
+    """Per class and figure: ``arms[0]`` against ``arms[1]``, paired by round."""
+    arm, base = arms
+    table = Table(title=f"{arm} / {base} - 1, paired by round (each end a one-sided 95% "
+                        "bound)", show_edge=False)
     for column in ("class", "figure", "pairs", "change", "interval", "outcome"):
         table.add_column(column, justify="right" if column in ("pairs", "change") else "left")
-    for item in [*verdict.classes, *([verdict.overall] if verdict.overall else [])]:
-        slo = f" (SLO: one server {_slo(item.single_slo)}, fleet {_slo(item.fleet_slo)})"
+    for item in [*classes, *([overall] if overall else [])]:
+        slo = (f" (SLO: {ARM_WORDS[base]} {_slo(item.base_slo)}, {ARM_WORDS[arm]} "
+               f"{_slo(item.arm_slo)})")
         for number, change in enumerate(item.changes):
-            table.add_row(item.request_class + (slo if number == 0 else ""),
+            table.add_row(escape(item.request_class) + (slo if number == 0 else ""),
                           LABELS[change.figure], str(change.pairs),
                           "-" if change.change is None else f"{change.change:+.1%}",
                           "-" if change.low is None else f"[{change.low:+.1%}, "
@@ -80,7 +99,8 @@ def _slo(met: bool | None) -> str:
 def print_split(outcome: SplitOutcome) -> None:
     """The windows, the paired changes, the verdict and where it is archived."""
     console.print(rounds_table(outcome))
-    console.print(changes_table(outcome))
+    for table in changes_tables(outcome):
+        console.print(table)
     colour = {SPLIT: "green", NO_SPLIT: "yellow"}.get(outcome.verdict.verdict, "red")
     # one line at any width, so the verdict can be read (and grepped) whole
     console.print(f"[bold {colour}]{escape(outcome.verdict.words)}[/]", highlight=False,
@@ -154,8 +174,16 @@ def split_command(
         "the longest max_model_len.", show_default=False)] = None,
     rounds: Annotated[int | None, typer.Option(
         "--rounds", min=MIN_ROUNDS, help="Rounds; each is one window of each arm, the order "
-                                         f"alternating.  [default: {DEFAULT_ROUNDS}]",
-        show_default=False)] = None,
+                                         "rotating from round to round.  [default: "
+                                         f"{DEFAULT_ROUNDS}]", show_default=False)] = None,
+    replicas: Annotated[bool, typer.Option(
+        "--replicas", help="A third arm: the single server cut into one replica per fleet "
+        "instance (replica i on instance i's cores and share, max_num_seqs the single "
+        "server's / the instances, rounded up), behind the same router as one model group "
+        "balanced least-busy, with no class rule; reported as the replicas against one "
+        "server and the fleet against the replicas (is the class rule worth more than "
+        "replication?). The headline verdict stays the fleet's against one server.")
+    ] = False,
     sweep_instances_opt: Annotated[bool, typer.Option(
         "--sweep-instances", help="Instead of the rounds: sweep each instance's max_num_seqs "
         "alone under its own classes' traffic (its cores, its share), then write the fleet's "
@@ -180,10 +208,13 @@ def split_command(
     each class goes): `split` answers the question before both, whether to split the traffic
     at all. It runs the same seeded requests against one server (launched alone) and the
     fleet through its router, in --rounds rounds of one window each, the order alternating
-    so drift hits both alike; then, per class, the fleet's change in req/s, TTFT p50/p99
+    so drift hits both alike (with --replicas, a third arm and the order rotating: S F R,
+    F R S, R S F); then, per class, the fleet's change in req/s, TTFT p50/p99
     and E2E p99 with its interval across the rounds, each arm's SLO verdict, and the
     verdict: split (and for which class), do not split, or not resolved (with the rounds
-    that would resolve it). Everything is archived as one experiment. See docs/fleet.md,
+    that would resolve it); with --replicas, the same paired changes for the replicas
+    against one server and the fleet against the replicas, said after the verdict.
+    Everything is archived as one experiment. See docs/fleet.md,
     "Split or not: the experiment".
 
     With --sweep-instances, no rounds: each instance's max_num_seqs is swept alone as the
@@ -198,6 +229,8 @@ def split_command(
     --strict); 5 a window failed; 130 interrupted.
     """
     if sweep_instances_opt:
+        if replicas:
+            raise UsageError("--replicas is an arm of the rounds; --sweep-instances runs none")
         _sweep_instances(fleet_path, single, rounds, strict, output, budget,
                          runs_dir(runs_dir_opt), as_json)
     if strict or output is not None or budget is not None:
@@ -207,7 +240,7 @@ def split_command(
     with progress:
         outcome = split(fleet_path, single=single, rounds=rounds or DEFAULT_ROUNDS,
                         runs_base=runs_dir(runs_dir_opt), on_event=progress,
-                        on_window=progress.window)
+                        on_window=progress.window, replicas=replicas)
     if as_json:
         print_json(outcome.to_dict())
     else:

@@ -6,6 +6,12 @@ over the load, warm-up included, read from the instance itself, never from the r
 rules' count replays each request sent, warm-up included, through ``router.expected_instance``
 with the prompt length the instance reported (``usage``). A mismatch means the router did
 not do what the fleet says: the run reports it and exits 4, like a missed SLO.
+
+A balanced group (``mopt split --replicas``: no class rule, the router's strategy picks) has
+no rule to replay: every request is counted under :data:`ANY_INSTANCE`, and the check is that
+the instances' counts add up to what was sent and that each instance served some (a replica
+the router never used is not a replica). Per-instance figures are then unknown (the client
+does not see which replica answered); the run's own figures cover the group.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from model_optimizer.fleet.router import expected_instance
-from model_optimizer.fleet.spec import RouterSpec
+from model_optimizer.fleet.spec import ANY_INSTANCE, RouterSpec
 from model_optimizer.httpcall import join_url
 from model_optimizer.load.stats import summarize
 from model_optimizer.telemetry.prometheus import scrape_counter
@@ -61,17 +67,33 @@ def served_since(urls: Mapping[str, str], before: Mapping[str, float | None],
         now = read_counts(urls)
         served = {name: None if now[name] is None or before.get(name) is None
                   else int(now[name] - before[name]) for name in urls}
-        if all(served[n] == expected.get(n, 0) for n in urls) or clock() > deadline \
+        if settled(served, expected) or clock() > deadline \
                 or (served == last and clock() > deadline - settle_s / 2):
             return served
         last = served
         time.sleep(0.2)
 
 
+def settled(served: Mapping[str, int | None], expected: Mapping[str, int]) -> bool:
+    """Every instance's count is what was expected of it (a balanced group: the counts add
+    up to what was sent to the group)."""
+    if ANY_INSTANCE in expected:
+        counts = list(served.values())
+        return None not in counts and sum(c or 0 for c in counts) == expected[ANY_INSTANCE]
+    return all(served[n] == expected.get(n, 0) for n in served)
+
+
 def instance_figures(routed: Routed, served: Mapping[str, int | None], window_s: float | None,
                      classes: Mapping[str, tuple[str, ...]]) -> dict[str, dict]:
     """Per instance: the classes routed there, requests sent and served, and the figures of
-    the measured requests the rules sent it (in the run's window)."""
+    the measured requests the rules sent it (in the run's window). In a balanced group no
+    rule sends an instance anything (``sent_by_rules`` None); ``match`` is then "served
+    some"."""
+    if routed.router.balance is not None:
+        return {name: {"classes": list(classes.get(name, ())), "sent_by_rules": None,
+                       "served": count, "match": bool(count),
+                       **dict.fromkeys(INSTANCE_FIGURES[2:])}
+                for name, count in served.items()}
     out = {}
     for name in served:
         figures = summarize(routed.measured.get(name, []), window_s)
@@ -82,8 +104,12 @@ def instance_figures(routed: Routed, served: Mapping[str, int | None], window_s:
     return out
 
 
-def routing_problems(instances: Mapping[str, dict], unknown: int) -> list[str]:
-    """One line per instance whose count differs from the rules' (and unknown lengths)."""
+def routing_problems(instances: Mapping[str, dict], unknown: int,
+                     balanced: int | None = None) -> list[str]:
+    """One line per instance whose count differs from the rules' (and unknown lengths); a
+    balanced group (``balanced``: the requests sent to it): :func:`balance_problems`."""
+    if balanced is not None:
+        return balance_problems(instances, balanced)
     out = []
     for name, item in instances.items():
         if not item["match"]:
@@ -92,4 +118,16 @@ def routing_problems(instances: Mapping[str, dict], unknown: int) -> list[str]:
                        f"{item['sent_by_rules']}")
     if unknown:
         out.append(f"{unknown} requests had no length to route by (no usage in the answer)")
+    return out
+
+
+def balance_problems(instances: Mapping[str, dict], sent: int) -> list[str]:
+    """A balanced group: an instance that served nothing (or could not be read), and the
+    counts not adding up to what was sent."""
+    out = [f"{name} served {'an unreadable number of' if item['served'] is None else 'no'} "
+           "requests: the router did not balance over it"
+           for name, item in instances.items() if not item["served"]]
+    total = sum(item["served"] or 0 for item in instances.values())
+    if total != sent:
+        out.append(f"the instances served {total} requests in all, {sent} were sent")
     return out

@@ -42,11 +42,15 @@ def instance_rows(metrics: dict) -> list[list[str]]:
     for name, item in (metrics.get("instances") or {}).items():
         mark = "" if item.get("match") else " (MISMATCH)"
         rows.append([name, ", ".join(item.get("classes") or []) or "-",
-                     f"{item.get('served')}{mark}", str(item.get("sent_by_rules")),
+                     f"{item.get('served')}{mark}", _count(item.get("sent_by_rules")),
                      fmt(item.get("qps"), 2), fmt(item.get("ttft_p50_ms")),
                      fmt(item.get("ttft_p99_ms")), fmt(item.get("tpot_p50_ms"), 2),
                      fmt(item.get("e2e_p99_ms"))])
     return rows
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def instance_table(metrics: dict) -> list[str]:
@@ -68,6 +72,11 @@ def fleet_report(archive: RunArchive, fleet: LoadedFleet, outcome: RunOutcome) -
     head = (f"## Per instance\n\nThe router ({fleet.router.model}) sent every request; "
             "`served` is each instance's own count (vllm:request_success_total, warm-up "
             "included), `rules sent` what the fleet's routing rules send it.\n\n")
+    if fleet.router.balance is not None:
+        head = (f"## Per instance\n\nThe router ({fleet.router.model}) balanced every "
+                f"request over the instances ({fleet.router.balance}, no class rule); "
+                "`served` is each instance's own count (warm-up included); which instance "
+                "answered a request is not known, so the figures are the run's.\n\n")
     return text.rstrip("\n") + "\n\n" + head + "\n".join(table) + "\n"
 
 

@@ -12,6 +12,10 @@ router"). The configuration (``router.yaml`` in the archive) maps:
   with ``enable_pre_call_checks`` a prompt too long for one goes on to the next;
 - retries and cooldowns off, so a request goes where the rules say or fails visibly.
 
+A *balanced* router (``RouterSpec.balance``: the replicas ``mopt split --replicas`` derives)
+has no class rule: every instance is a deployment of the router's model name, one model
+group, and LiteLLM's ``routing_strategy`` picks among them per request.
+
 The master key is named, never written: ``os.environ/LITELLM_MASTER_KEY``.
 """
 
@@ -20,7 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from model_optimizer.fleet.spec import BY_LENGTH, BY_MODEL, BY_TAG, Route, RouterSpec
+from model_optimizer.fleet.spec import (
+    ANY_INSTANCE,
+    BY_LENGTH,
+    BY_MODEL,
+    BY_TAG,
+    Route,
+    RouterSpec,
+)
 
 MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
 DEFAULT_TAG = "default"  # LiteLLM's tag for deployments that take untagged requests
@@ -53,7 +64,9 @@ def request_label(router: RouterSpec, request_class: str | None) -> tuple[str, t
 def expected_instance(router: RouterSpec, request_class: str | None,
                       prompt_tokens: int | None) -> str | None:
     """The instance the rules send a request to (None: refused, or its length unknown when
-    length rules decide)."""
+    length rules decide; :data:`ANY_INSTANCE`: a balanced group, any of its instances)."""
+    if router.balance is not None:
+        return ANY_INSTANCE
     route = route_of(router, request_class)
     if route is not None and route.by in (BY_MODEL, BY_TAG):
         return route.to
@@ -105,6 +118,10 @@ def _public_group(router: RouterSpec, endpoints: Mapping[str, Endpoint]) -> list
 def router_config(router: RouterSpec, endpoints: Mapping[str, Endpoint],
                   request_timeout_s: float) -> dict:
     """LiteLLM's proxy configuration for ``router`` over the instances at ``endpoints``."""
+    if router.balance is not None:
+        return _settings([_deployment(router.model, name, endpoint, f"{name}-replica")
+                          for name, endpoint in endpoints.items()],
+                         {"routing_strategy": router.balance}, request_timeout_s)
     model_list: list[dict] = []
     seen: set[tuple[str, str]] = set()
     for route in router.routes:
@@ -114,12 +131,19 @@ def router_config(router: RouterSpec, endpoints: Mapping[str, Endpoint],
                                           f"{route.to}-as-{route.model}"))
     model_list += _public_group(router, endpoints)
     kinds = {route.by for route in router.routes}
-    settings: dict[str, object] = {"routing_strategy": "simple-shuffle", "num_retries": 0,
-                                   "disable_cooldowns": True}
+    settings: dict[str, object] = {}
     if BY_TAG in kinds:
         settings["enable_tag_filtering"] = True
     if BY_LENGTH in kinds:
         settings["enable_pre_call_checks"] = True
+    return _settings(model_list, settings, request_timeout_s)
+
+
+def _settings(model_list: list[dict], settings: dict[str, object],
+              request_timeout_s: float) -> dict:
+    """The whole configuration: no retries or cooldowns, the key named, never written."""
+    settings = {"routing_strategy": "simple-shuffle", **settings, "num_retries": 0,
+                "disable_cooldowns": True}
     return {"model_list": model_list, "router_settings": settings,
             "litellm_settings": {"num_retries": 0, "request_timeout": float(request_timeout_s),
                                  "drop_params": False},

@@ -53,7 +53,7 @@ from model_optimizer.fleet.launch import (
     router_executable,
 )
 from model_optimizer.fleet.router import Endpoint, request_label, router_config
-from model_optimizer.fleet.spec import LoadedFleet
+from model_optimizer.fleet.spec import ANY_INSTANCE, LoadedFleet
 from model_optimizer.reaper import reap_abandoned
 from model_optimizer.runner import (
     RunOutcome,
@@ -208,8 +208,10 @@ def _serve_and_measure(fleet, engines: dict[str, EngineProcess], router: EngineP
     figures = instance_figures(measurement.routed, served, outcome.metrics.get("window_s"),
                                classes)
     outcome.metrics["instances"] = figures
-    outcome.metrics["routing"] = {"problems": routing_problems(figures,
-                                                               measurement.routed.unknown)}
+    routed = measurement.routed
+    balanced = routed.sent.get(ANY_INSTANCE, 0) if fleet.router.balance is not None else None
+    outcome.metrics["routing"] = {"problems": routing_problems(figures, routed.unknown,
+                                                               balanced)}
     if outcome.failure is None:
         judge(archive, measurement, outcome)
 

@@ -9,7 +9,8 @@ shares (``kv_cache_gib`` on a CPU, ``gpu_memory_utilization`` on a GPU), the sum
 and engine as written; it gets the whole machine's cores and, unless it sets its own, the sum
 of the shares. Either way the single server runs the fleet's whole workload and SLOs, and
 answers to the model name clients ask the router for (``router.model``), so one client
-serves both.
+serves both. The replicas (``--replicas``, a third arm) are copies of this server:
+``fleet/replicas.py``.
 """
 
 from __future__ import annotations
@@ -37,24 +38,35 @@ def single_server(fleet: LoadedFleet, recipe: str | Path | None = None) -> Loade
     else the fleet's first instance given the whole machine. UsageError for a fleet of one
     instance or a file that is not a recipe; RecipeError (file:line) for a server the recipe
     checks refuse."""
+    name, given, label = single_given(fleet, recipe)
+    loaded = checked_member(fleet, name, given, whole_cores(fleet), label)
+    return named(loaded, f"{fleet.name}.{SINGLE}"[:64])
+
+
+def single_given(fleet: LoadedFleet, recipe: str | Path | None) -> tuple[str, dict, str]:
+    """The single server as a fleet instance, before its checks: (the instance name its
+    values are located under, the instance's mapping, the label its errors carry)."""
     if len(fleet.instances) < 2:
         raise UsageError(f"{fleet.path or fleet.name}: a fleet of one instance is one server: "
                          "there is nothing to split; add an instance (or use `mopt apply`)")
     if recipe is None:
         name = next(iter(fleet.instances))
-        given, label = _whole_machine(fleet, name), f"the single server (instance '{name}' " \
-                                                   "given the whole machine)"
-    else:
-        name, given, label = SINGLE, _declared(fleet, Path(recipe)), f"--single {recipe}"
+        return name, _whole_machine(fleet, name), f"the single server (instance '{name}' " \
+                                                  "given the whole machine)"
+    return SINGLE, _declared(fleet, Path(recipe)), f"--single {recipe}"
+
+
+def checked_member(fleet: LoadedFleet, name: str, given: dict, cores: list[int] | None,
+                   label: str) -> LoadedRecipe:
+    """``given`` checked as the fleet's instance ``name`` serving every class on ``cores``;
+    RecipeError (file:line), each message led by ``label``."""
     shared = shared_of(fleet.resolved, fleet.path)
-    classes = workload_classes(shared.workload) or []
     try:
-        loaded = member_recipe(shared, fleet.source_map, name, given, whole_cores(fleet),
-                               classes)
+        return member_recipe(shared, fleet.source_map, name, given, cores,
+                             workload_classes(shared.workload) or [])
     except RecipeError as exc:
         raise RecipeError([dataclasses.replace(d, message=f"{label}: {d.message}")
                            for d in exc.diagnostics]) from None
-    return _named(loaded, f"{fleet.name}.{SINGLE}"[:64])
 
 
 def whole_cores(fleet: LoadedFleet) -> list[int] | None:
@@ -118,11 +130,11 @@ def _served_as(fleet: LoadedFleet) -> Variation:
     return Variation("model.served_name", fleet.router.model, "the router's model name")
 
 
-def _named(loaded: LoadedRecipe, name: str) -> LoadedRecipe:
+def named(loaded: LoadedRecipe, name: str, what: str = "the single server") -> LoadedRecipe:
     """``loaded`` under ``name``, with its document as the text it was given as (a member's
     text is its file's, or none for an inline one)."""
     document = {**loaded.document, "name": name}
-    text = ("# the single server mopt split derived from the fleet, as checked\n"
+    text = (f"# {what} mopt split derived from the fleet, as checked\n"
             + yaml.safe_dump(document, sort_keys=False))
     return LoadedRecipe(loaded.path, text, document, {**loaded.resolved, "name": name},
                         loaded.source_map, loaded.written_version)

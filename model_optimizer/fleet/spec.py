@@ -14,6 +14,8 @@ from model_optimizer.recipe.yamlsource import SourceMap
 
 #: how a route's requests are recognized by the router
 BY_MODEL, BY_TAG, BY_LENGTH, BY_FALLBACK = "model", "tag", "length", "fallback"
+#: where a balanced group's request must land: any of its instances (no class rule decides)
+ANY_INSTANCE = "*"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class RouterSpec:
     routes: tuple[Route, ...]
     fallback: str | None
     startup_timeout_s: float
+    #: a LiteLLM routing strategy: every instance is one model group under ``model``,
+    #: balanced by it, and no class rule (``mopt split --replicas``); None: the rules decide
+    balance: str | None = None
 
     def length_routes(self) -> list[Route]:
         """The length rules, shortest threshold first (the order the router tries them)."""

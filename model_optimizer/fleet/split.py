@@ -1,20 +1,22 @@
-"""``mopt split FLEET``'s experiment: the fleet's workload against one server and against the
-fleet through its router, alternating in rounds, every window archived.
+"""``mopt split FLEET``'s experiment: the fleet's workload against one server and against the fleet
+through its router, alternating in rounds, every window archived.
 
-A round is one window of each arm, the order alternating (single then fleet, then fleet then
-single, ...), so a slow minute of the machine hits both arms alike and a round's two windows
-make a pair. Each window is a whole run (launch, warm-up, load, stop: ``runner.run_recipe``
-for the single server, ``fleet.run.run_fleet`` for the fleet and its router) archived under
-the experiment's ``steps/``; one arm is up at a time, so each has the whole machine and a
-GPU never holds both. The same seeded requests are sent in every window.
+A round is one window of each arm, the order rotating (single then fleet, then fleet then
+single, ...; with the replicas, S F R, F R S, R S F, ...: :func:`window_order`), so a slow
+minute of the machine hits every arm alike and each arm takes each place in turn; a round's
+windows make the pairs. Each window is a whole run (launch, warm-up, load, stop:
+``runner.run_recipe`` for the single server, ``fleet.run.run_fleet`` for the fleet and its
+router, and for the replicas (``--replicas``: ``fleet/replicas.py``) behind the same router)
+archived under the experiment's ``steps/``; one arm is up at a time, so each has the whole
+machine and a GPU never holds both. The same seeded requests are sent in every window.
 
-The experiment's archive (kind ``fleet-split``) holds the fleet as given, the single server
-as checked (``single.yaml``), one line per window as it ends (``windows.jsonl``), and, written
-in ``finally`` whatever happened (a failed window, Ctrl-C, a bug), the verdict on the rounds
-completed (``verdict.json``, from the ``judge`` the caller passes: the paired rule lives
-with the search's) and ``report.md``. Every engine and router is stopped by the run that
-started it.
-"""
+The experiment's archive (kind ``fleet-split``) holds the fleet as given, the single server as
+checked (``single.yaml``), the replicas when they run (``replicas.yaml``: each one's instance,
+cores, share, ``max_num_seqs``; the router's strategy), one line per window as it ends
+(``windows.jsonl``, ``arm`` single, fleet or replicas), and, written in ``finally`` whatever
+happened (a failed window, Ctrl-C, a bug), the verdict on the rounds completed
+(``verdict.json``, from the ``judge`` the caller passes: the paired rule lives with the
+search's) and ``report.md``. Every engine and router is stopped by the run that started it."""
 
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ from model_optimizer.runner import RunOutcome, check_model_present, effective_wo
 from model_optimizer.signals import interrupts_deferred
 
 KIND = "fleet-split"
-SINGLE_ARM, FLEET_ARM = "single", "fleet"
-SINGLE_FILE = "single.yaml"
+SINGLE_ARM, FLEET_ARM, REPLICAS_ARM = "single", "fleet", "replicas"
+SINGLE_FILE, REPLICAS_FILE = "single.yaml", "replicas.yaml"
 #: the figures of each arm, per class and overall
 FIGURE_KEYS = ("qps", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms")
 
@@ -136,12 +138,15 @@ class SplitRun:
     judged: Judged | None = None
 
 
-def window_order(rounds: int) -> list[tuple[int, str]]:
-    """(round, arm) in the order they run: the arms' order alternates from round to round."""
+def window_order(rounds: int, arms: tuple[str, ...] = (SINGLE_ARM, FLEET_ARM)
+                 ) -> list[tuple[int, str]]:
+    """(round, arm) in the order they run: the arms' order rotates by one place each round
+    (two arms: S F, F S, ...; three: S F R, F R S, R S F, ...), so each arm takes each
+    place as often as the rounds allow."""
     out = []
     for number in range(1, rounds + 1):
-        pair = (SINGLE_ARM, FLEET_ARM) if number % 2 else (FLEET_ARM, SINGLE_ARM)
-        out += [(number, arm) for arm in pair]
+        shift = (number - 1) % len(arms)
+        out += [(number, arm) for arm in arms[shift:] + arms[:shift]]
     return out
 
 
@@ -158,22 +163,25 @@ def window_of(number: int, arm: str, outcome: RunOutcome) -> SplitWindow:
 def run_split(fleet: LoadedFleet, single: LoadedRecipe, runs_base: str | Path, *, rounds: int,
               judge: Judge, on_event: EventCallback | None = None,
               on_window: Callable[[SplitWindow], None] | None = None,
-              engine_factory: EngineFactory | None = None) -> SplitRun:
-    """Run ``rounds`` rounds of the single server and the fleet, archived as one experiment;
-    stops at the first window that fails. Ctrl-C is re-raised after the archive is sealed
-    with the verdict on the rounds completed."""
+              engine_factory: EngineFactory | None = None,
+              replicas: LoadedFleet | None = None) -> SplitRun:
+    """Run ``rounds`` rounds of the single server, the fleet and (given) the replicas,
+    archived as one experiment; stops at the first window that fails. Ctrl-C is re-raised
+    after the archive is sealed with the verdict on the rounds completed."""
     emit = on_event or quiet
     check_model_present(single)
     router_executable()  # before anything starts: the setup step if it is missing
     workload = effective_workload(fleet.front.spec)
     reap_abandoned(runs_base)
     archive = RunArchive.create(runs_base, f"{fleet.name}-split", kind=KIND, start=lambda new: (
-        _start_files(new, fleet, single, rounds, workload)))
+        _start_files(new, fleet, single, rounds, workload, replicas)))
     emit(ArchiveOpened(archive.id, str(archive.path)))
     run = SplitRun(archive.path, archive.id, [])
     try:
-        for number, arm in window_order(rounds):
-            outcome = _one_window(fleet, single, archive, number, arm, workload, emit,
+        arms = (SINGLE_ARM, FLEET_ARM, *((REPLICAS_ARM,) if replicas is not None else ()))
+        for number, arm in window_order(rounds, arms):
+            served = replicas if arm == REPLICAS_ARM and replicas is not None else fleet
+            outcome = _one_window(served, single, archive, number, arm, workload, emit,
                                   engine_factory)
             window = window_of(number, arm, outcome)
             run.windows.append(window)
@@ -195,23 +203,27 @@ def run_split(fleet: LoadedFleet, single: LoadedRecipe, runs_base: str | Path, *
 
 
 def _start_files(archive: RunArchive, fleet: LoadedFleet, single: LoadedRecipe, rounds: int,
-                 workload: dict) -> None:
+                 workload: dict, replicas: LoadedFleet | None) -> None:
     extra = {"kind": KIND, "fleet": fleet.name, "rounds": rounds, "workload": workload,
              "single": {"name": single.name, "recipe_file": str(single.path or "")},
-             "instances": {name: list(inst.classes) for name, inst in fleet.instances.items()}}
+             "instances": {name: list(inst.classes) for name, inst in fleet.instances.items()},
+             "replicas": replicas.resolved if replicas is not None else None}
     write_start(archive, fleet.front, extra)
     archive.write_text(GIVEN_RECIPE, fleet.source_text)
     archive.write_yaml(SINGLE_FILE, single.resolved,
                        header=f"# the single server {fleet.name} is compared with, as run\n")
+    if replicas is not None:
+        archive.write_text(REPLICAS_FILE, replicas.source_text)
 
 
 def _one_window(fleet: LoadedFleet, single: LoadedRecipe, archive: RunArchive, number: int,
                 arm: str, workload: dict, emit: EventCallback,
                 factory: EngineFactory | None) -> RunOutcome:
-    """One arm's window: a whole run archived under the experiment's steps/."""
+    """One arm's window: a whole run archived under the experiment's steps/ (``fleet``: the
+    fleet, or the replicas, behind the router)."""
     steps = archive.path / STEPS_DIR
     archive.set_status("running", phase=f"round {number}: {arm}")
-    if arm == FLEET_ARM:
+    if arm != SINGLE_ARM:
         return run_fleet(fleet, steps, on_event=emit, engine_factory=factory)
     return run_recipe(single, steps, on_event=emit, workload_override=workload,
                       engine_factory=factory,

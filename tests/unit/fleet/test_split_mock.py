@@ -1,10 +1,11 @@
-"""`mopt split FLEET` orchestrated for real on the mock engine: the single server and the
-fleet (with the real router) in alternating rounds, each window a nested run, the verdict
-archived; a window that fails and a Ctrl-C end the experiment with everything archived and
-no process left.
+"""`mopt split FLEET --replicas` orchestrated for real on the mock engine: the single server,
+the fleet and the replicas (both with the real router) in rotating rounds, each window a
+nested run, the verdict archived; a window that fails and a Ctrl-C end the experiment with
+everything archived and no process left.
 
 The mock's latencies are scripted per server: one server answers every first token in 1 s,
-the fleet's short instance in 0.1 s and its long one in 2.5 s."""
+the fleet's short instance in 0.1 s and its long one in 2.5 s; the replicas serve the
+single server's name, so they answer in 1 s too."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from model_optimizer.engine.factory import EngineCommand, MockEngine
 from model_optimizer.errors import EXIT_START_FAILED
 from model_optimizer.fleet import load_fleet
 from model_optimizer.fleet.launch import ROUTER_BIN_ENV, router_executable
-from model_optimizer.fleet.split import FLEET_ARM, SINGLE_ARM, SplitWindow
+from model_optimizer.fleet.split import FLEET_ARM, REPLICAS_ARM, SINGLE_ARM, SplitWindow
 from model_optimizer.usecase.split import split
 from model_optimizer.usecase.split_verdict import UNRESOLVED, judge_split
 from tests.unit.mock_engine import alive, children_pids
@@ -86,7 +87,7 @@ def sealed_steps(archive: Path) -> list[dict]:
     return [json.loads((step / "status.json").read_text()) for step in steps]
 
 
-def test_split_runs_both_arms_in_alternating_rounds_and_archives_every_window(
+def test_split_runs_three_arms_in_rotating_rounds_and_archives_every_window(
         tmp_path, tiny_model_dir, monkeypatch):
     try:
         router_executable()
@@ -97,32 +98,38 @@ def test_split_runs_both_arms_in_alternating_rounds_and_archives_every_window(
     fleet = mock_fleet(tmp_path, tiny_model_dir, requests=12)
     before = children_pids()
     monkeypatch.setattr(factory, "VllmEngine", lambda: SCRIPTED)
-    result = CliRunner().invoke(app, ["split", str(fleet), "--rounds", "2", "--runs-dir",
-                                      str(tmp_path / "runs")], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, ["split", str(fleet), "--rounds", "2", "--replicas",
+                                      "--runs-dir", str(tmp_path / "runs")],
+                                env={"COLUMNS": "200"})
     assert not alive(children_pids() - before)  # every engine and router stopped
     archive = next((tmp_path / "runs").glob("*-split-*"))
     windows = windows_of(archive)
-    assert [(w.round, w.arm, w.status) for w in windows] == [
-        (1, SINGLE_ARM, "ok"), (1, FLEET_ARM, "ok"), (2, FLEET_ARM, "ok"),
-        (2, SINGLE_ARM, "ok")], result.output
+    assert [(w.round, w.arm, w.status, w.routing_problems) for w in windows] == [
+        (1, SINGLE_ARM, "ok", ()), (1, FLEET_ARM, "ok", ()), (1, REPLICAS_ARM, "ok", ()),
+        (2, FLEET_ARM, "ok", ()), (2, REPLICAS_ARM, "ok", ()), (2, SINGLE_ARM, "ok", ())
+    ], result.output
     # each arm served as scripted: one server answers every class in 1 s (and misses the
     # short class's 900 ms), the fleet's long instance in 2.5 s plus the router's time
     for window in windows:
         short, long_ = window.classes["short"], window.classes["long"]
-        if window.arm == SINGLE_ARM:
+        if window.arm in (SINGLE_ARM, REPLICAS_ARM):  # both answer every class in 1 s
             assert SINGLE_TTFT <= short.ttft_p50_ms < SINGLE_TTFT * 1.5
-            assert short.slo_met is False and long_.slo_met is True
+            assert short.slo_met is False
         else:
             assert long_.ttft_p50_ms >= LONG_TTFT
     # the verdict archived is the rule's on the windows archived; what it says depends on
     # the router's own time on this machine (100 ms became 0.5-5 s under load), so the
     # decisions themselves are tested on recorded figures (test_split_verdict.py)
     verdict = json.loads((archive / "verdict.json").read_text())
-    assert verdict == {**judge_split(windows).to_dict(), "windows": 4}
+    assert verdict == {**judge_split(windows).to_dict(), "windows": 6}
+    assert [(c["arm"], c["base"], c["pairs"]) for c in verdict["comparisons"]] == [
+        (REPLICAS_ARM, SINGLE_ARM, 2), (FLEET_ARM, REPLICAS_ARM, 2)]
+    assert all(c["words"] in verdict["words"] for c in verdict["comparisons"])
     short = next(c for c in verdict["classes"] if c["class"] == "short")
     assert short["single_slo_met"] is False
     assert result.exit_code == (1 if verdict["verdict"] == UNRESOLVED else 0), result.output
-    assert [s["status"] for s in sealed_steps(archive)] == ["ok"] * 4
+    assert [s["status"] for s in sealed_steps(archive)] == ["ok"] * 6
+    assert_replicas_balanced(archive, windows)
     status = json.loads((archive / "status.json").read_text())
     assert (status["status"], status["kind"]) == ("ok", "fleet-split")
     assert (archive / "recipe.given.yaml").read_text() == fleet.read_text()
@@ -131,7 +138,28 @@ def test_split_runs_both_arms_in_alternating_rounds_and_archives_every_window(
     assert f"**Verdict: {verdict['words']}**" in report
     assert (archive / "manifest.json").is_file()
     assert verdict["words"] in result.output  # one line at any width
-    assert "paired by round" in " ".join(result.output.split())  # a table title may wrap
+    words = " ".join(result.output.split())  # a table title may wrap
+    assert "fleet / single - 1, paired by round" in words
+    assert "replicas / single - 1" in words and "fleet / replicas - 1" in words
+
+
+def assert_replicas_balanced(archive: Path, windows: list[SplitWindow]) -> None:
+    """The replicas: two copies of the single server (4 sequences each of its 8), each on
+    an instance's core, one least-busy group with no class rule, each serving some of the
+    requests and together all of them."""
+    derived = yaml.safe_load((archive / "replicas.yaml").read_text())
+    assert {name: (r["from_instance"], r["cores"], r["max_num_seqs"], r["kv_cache_gib"])
+            for name, r in derived["instances"].items()} == {
+        "replica-1": ("short", [0], 4, 1), "replica-2": ("long", [1], 4, 1)}
+    for window in (w for w in windows if w.arm == REPLICAS_ARM):
+        step = archive / "steps" / window.run_id
+        config = yaml.safe_load((step / "router.yaml").read_text())
+        assert config["router_settings"]["routing_strategy"] == "least-busy"
+        assert [d["model_name"] for d in config["model_list"]] == ["m", "m"]
+        served = json.loads((step / "metrics.json").read_text())["instances"]
+        assert set(served) == {"replica-1", "replica-2"}
+        assert all(item["served"] > 0 for item in served.values()), served
+        assert sum(item["served"] for item in served.values()) == 12 + 2  # warm-up too
 
 
 def no_router_needed(monkeypatch) -> None:

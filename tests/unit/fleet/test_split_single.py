@@ -137,5 +137,8 @@ def test_bad_input_exits_2_before_anything_starts(write_fleet, tmp_path):
     assert lonely.exit_code == 2 and "nothing to split" in lonely.output
     few = invoke(str(fleet), "--rounds", "1", "--runs-dir", str(tmp_path / "runs"))
     assert few.exit_code == 2
+    both = invoke(str(fleet), "--sweep-instances", "--replicas", "--runs-dir",
+                  str(tmp_path / "runs"))
+    assert both.exit_code == 2 and "--replicas is an arm of the rounds" in both.output
     assert not (tmp_path / "runs").exists()  # nothing archived, nothing started
     assert not alive(children_pids() - before)

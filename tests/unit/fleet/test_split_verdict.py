@@ -9,6 +9,7 @@ import pytest
 
 from model_optimizer.fleet.split import (
     FLEET_ARM,
+    REPLICAS_ARM,
     SINGLE_ARM,
     ArmFigures,
     SplitWindow,
@@ -61,6 +62,96 @@ def change(verdict, name: str, figure: str):
 def test_the_arms_alternate_from_round_to_round():
     assert window_order(3) == [(1, SINGLE_ARM), (1, FLEET_ARM), (2, FLEET_ARM),
                                (2, SINGLE_ARM), (3, SINGLE_ARM), (3, FLEET_ARM)]
+
+
+ARMS = (SINGLE_ARM, FLEET_ARM, REPLICAS_ARM)
+
+
+def test_three_arms_rotate_so_each_takes_each_place():
+    order = window_order(4, ARMS)
+    by_round = [[arm for number, arm in order if number == r] for r in range(1, 5)]
+    assert by_round == [["single", "fleet", "replicas"], ["fleet", "replicas", "single"],
+                        ["replicas", "single", "fleet"], ["single", "fleet", "replicas"]]
+    for place in range(3):  # over three rounds every arm went first, second and last
+        assert {arms[place] for arms in by_round[:3]} == set(ARMS)
+
+
+REPLICA_JITTER = (1.0, 1.01, 0.99, 1.0)
+
+
+def three_arms(single: dict, fleet: dict, replicas: dict, n: int = 3) -> list[SplitWindow]:
+    """Windows of the three arms in the command's order (class -> (qps, ttft p99, slo))."""
+    specs = {SINGLE_ARM: single, FLEET_ARM: fleet, REPLICAS_ARM: replicas}
+    out = []
+    for number, arm in window_order(n, ARMS):
+        drift = DRIFT[(number - 1) % len(DRIFT)]
+        jitter = {FLEET_ARM: JITTER, REPLICAS_ARM: REPLICA_JITTER}.get(arm, (1.0,) * 4)[
+            (number - 1) % len(JITTER)]
+        classes = {name: figures(qps * jitter, ttft / jitter, slo, drift)
+                   for name, (qps, ttft, slo) in specs[arm].items()}
+        out.append(SplitWindow(number, arm, f"run-{number}-{arm}", "ok",
+                               figures(10, 500, True, drift), classes))
+    return out
+
+
+def test_the_replicas_are_compared_with_one_server_and_with_the_fleet():
+    single = {"short": (8.0, 1000.0, False), "long": (2.0, 3000.0, True)}
+    replicas = {"short": (8.0, 750.0, True), "long": (2.0, 3000.0, True)}
+    fleet = {"short": (8.0, 600.0, True), "long": (2.0, 3000.0, True)}
+    windows = three_arms(single, fleet, replicas)
+    verdict = judge_split(windows)
+    # the headline is the fleet against one server, as without the replicas
+    two_arms = judge_split([w for w in windows if w.arm != REPLICAS_ARM])
+    assert (verdict.verdict, verdict.classes) == (two_arms.verdict, two_arms.classes)
+    assert verdict.verdict == SPLIT
+    against_single, against_replicas = verdict.comparisons
+    assert (against_single.arms, against_replicas.arms) == (
+        (REPLICAS_ARM, SINGLE_ARM), (FLEET_ARM, REPLICAS_ARM))
+    short = next(c for c in against_single.classes if c.request_class == "short")
+    assert short.slo_won and short.base_slo is False and short.arm_slo is True
+    ttft = next(c for c in short.changes if c.figure == "ttft_p99_ms")
+    expected = statistics.geometric_mean([0.75 / j for j in REPLICA_JITTER[:3]])
+    assert ttft.outcome == GAIN and ttft.change + 1 == pytest.approx(expected)
+    # the class rule against plain replication: 600 against 750 ms, beyond the jitter
+    short = next(c for c in against_replicas.classes if c.request_class == "short")
+    ttft = next(c for c in short.changes if c.figure == "ttft_p99_ms")
+    expected = statistics.geometric_mean([0.8 * r / f for r, f in zip(REPLICA_JITTER[:3],
+                                                                        JITTER[:3], strict=True)])
+    assert ttft.outcome == GAIN and ttft.change + 1 == pytest.approx(expected)
+    assert ttft.pairs == 3 and ttft.low < ttft.change < ttft.high < 0
+    assert not short.slo_won and not short.slo_lost  # both met it
+    long_ = next(c for c in against_replicas.classes if c.request_class == "long")
+    assert {c.outcome for c in long_.changes} == {SAME}
+    assert verdict.words.startswith(two_arms.words + "; the replicas against one server: "
+                                    "short's SLO met by the replicas, missed by one server, ")
+    assert "; the fleet against the replicas (no class rule): short's TTFT p50 -20% [" in (
+        verdict.words)
+    data = verdict.to_dict()
+    assert data["classes"] == two_arms.to_dict()["classes"]
+    assert [c["words"] for c in data["comparisons"]] == [c.words() for c in verdict.comparisons]
+    assert data["comparisons"][0]["classes"][1]["single_slo_met"] is False
+    assert data["comparisons"][0]["classes"][1]["replicas_slo_met"] is True
+    report = "\n".join(verdict.markdown())
+    assert "## The fleet against the replicas (no class rule), paired by round" in report
+    assert f"| short | TTFT p99 | 3 | {ttft.change:+.1%} |" in report
+
+
+def test_replicas_no_better_than_one_server_and_a_window_left_out():
+    same = {"short": (8.0, 1000.0, True)}
+    windows = three_arms(same, same, same)
+    failed = next(i for i, w in enumerate(windows) if w.arm == REPLICAS_ARM and w.round == 2)
+    w = windows[failed]
+    windows[failed] = SplitWindow(w.round, w.arm, w.run_id, "ok", w.overall, w.classes, None,
+                                  ("replica-2 served no requests: the router did not "
+                                   "balance over it",))
+    verdict = judge_split(windows)
+    against_single, against_replicas = verdict.comparisons
+    assert against_single.pairs == against_replicas.pairs == 2  # round 2 left out
+    assert against_single.words() == ("the replicas against one server: no class changed "
+                                      "beyond +-5%")
+    assert verdict.words.endswith("; the fleet against the replicas (no class rule): no "
+                                  "class changed beyond +-5%")
+    assert judge_split(windows[:1]).comparisons == ()  # no replicas window: no comparison
 
 
 def test_a_clear_gain_for_one_class_splits_for_that_class():
@@ -120,7 +211,7 @@ def test_an_slo_one_server_misses_and_the_fleet_meets_counts_for_the_split():
     fleet = {"short": (8.0, 1000.0, True), "long": (2.0, 3000.0, True)}
     verdict = judge_split(rounds(single, fleet))
     short = next(c for c in verdict.classes if c.request_class == "short")
-    assert short.single_slo is False and short.fleet_slo is True and short.slo_won
+    assert short.base_slo is False and short.arm_slo is True and short.slo_won
     assert not short.shown(GAIN)  # no figure moved: the SLO alone decides
     assert verdict.verdict == SPLIT
     assert verdict.words == ("split: short's SLO missed by one server, met by the fleet; "
