@@ -71,7 +71,18 @@ class Comparison:
             body = f"no class changed beyond +-{MARGIN:.0%}"
         else:
             body = f"not resolved after {self.pairs} paired round{'s' * (self.pairs != 1)}"
+            body += self._soonest()
         return f"{self.title}: {body}"
+
+    def _soonest(self) -> str:
+        """`` (the soonest: short's req/s +19% [-2%, +45%], ~1 more round)``, or nothing."""
+        pending = [ch for c in self.classes for ch in c.shown(UNRESOLVED)
+                   if ch.rounds_needed is not None and ch.change is not None]
+        if not pending or self.pairs < 2:
+            return ""
+        first = min(pending, key=lambda ch: ch.rounds_needed or 0)
+        more = max(1, (first.rounds_needed or 0) - self.pairs)
+        return f" (the soonest: {first.words()}, ~{more} more round{'s' * (more != 1)})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (an item of verdict.json's ``comparisons``)."""

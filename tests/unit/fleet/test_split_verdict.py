@@ -264,3 +264,24 @@ def test_a_run_without_classes_is_judged_on_the_whole_run():
     assert verdict.verdict == SPLIT and verdict.words.endswith("worth it for overall")
     data = verdict.to_dict()
     assert data["verdict"] == SPLIT and data["classes"][0]["changes"][0]["figure"] == "qps"
+
+
+def test_an_unresolved_comparison_names_the_figure_closest_to_resolving():
+    same = {"short": (8.0, 1000.0, True)}
+    windows = three_arms(same, same, same)
+    for index, w in enumerate(windows):  # the fleet's TTFT swings round to round
+        if w.arm == FLEET_ARM:
+            swing = (0.7, 1.15, 0.8)[w.round - 1]
+            part = w.classes["short"]
+            classes = {"short": ArmFigures(part.qps, part.ttft_p50_ms * swing,
+                                           part.ttft_p99_ms * swing, part.e2e_p99_ms * swing,
+                                           True, 40)}
+            windows[index] = SplitWindow(w.round, w.arm, w.run_id, "ok", w.overall, classes)
+    against_replicas = judge_split(windows).comparisons[1]
+    pending = [ch for c in against_replicas.classes for ch in c.shown(UNRESOLVED)]
+    assert pending and all(ch.rounds_needed for ch in pending)
+    soonest = min(pending, key=lambda ch: ch.rounds_needed)
+    more = max(1, soonest.rounds_needed - 3)
+    assert against_replicas.words() == (
+        "the fleet against the replicas (no class rule): not resolved after 3 paired rounds "
+        f"(the soonest: {soonest.words()}, ~{more} more round{'s' * (more != 1)})")
