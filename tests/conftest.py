@@ -10,6 +10,7 @@ import typer.testing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUT_TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
+INTEGRATION = REPO_ROOT / "tests" / "integration"
 
 # pytest-xdist's workers start with COLUMNS=80 in their environment. mopt's console honours
 # COLUMNS as the user's width, so under `-n 2` (CI) every table and verdict the in-process
@@ -17,6 +18,18 @@ CHECKED_OUT_TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
 # split test failed on a wrapped verdict). The console is built when mopt's CLI is first
 # imported: from here on the suite runs as into a pipe, whatever runs it.
 os.environ.pop("COLUMNS", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """CI's real-engine tiers collect only ``tests/integration`` (``.ci/run``: 3 s against 11 s
+    for the whole suite, in each of their workers), so a test marked ``integration`` anywhere
+    else would run in no tier: refused wherever it is collected (the unit tier collects all)."""
+    stray = [item.nodeid for item in items
+             if item.get_closest_marker("integration") and INTEGRATION not in item.path.parents]
+    if stray:
+        raise pytest.UsageError("integration tests outside tests/integration (CI's real-engine "
+                                "tiers would not collect them): " + ", ".join(stray))
 
 
 @pytest.fixture(scope="session")

@@ -25,15 +25,21 @@ MOPT = [sys.executable, "-m", "model_optimizer"]
 
 TEST_MARK = "MOPT_TEST_RUN_ID"
 
-#: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile``),
-#: longest first (by the durations of a clean-clone run) so that the short ones fill the gaps
-#: at the end. Quality and optimize need the trained tiny model: CI builds it before this
-#: tier (.ci/run); without that head start quality's fixture trains it (about 3.5 minutes on
-#: one core) and optimize waits on its lock. Modules not listed follow, by name.
-FIRST = ("test_quality", "test_optimize", "test_apply", "test_tune_scan", "test_probe_scan",
-         "test_probe_fit", "test_workloads", "test_kill_orphans", "test_plan_moe_capacity",
-         "test_quantize", "test_served", "test_capacity", "test_tune", "test_signals",
-         "test_sweep")
+#: The order CI hands the integration modules to its workers (``-n 3 --dist loadfile
+#: --no-loadscope-reorder``; without that flag xdist sorts the modules by their number of
+#: tests and this order is not followed). A worker is given its next module as soon as two
+#: or fewer of its tests are pending, so with one-test modules it holds two at once and
+#: "longest first" is not the best order: this one is benchmarks/ci_order.py's, which replays
+#: xdist's scheduler on a clean-clone run's durations (+-25%) and ends the three workers
+#: within a minute of each other (852, 845 and 807 s on the 2026-12-07 run's durations, the
+#: steady warm-ups since removed; 941 s for the order xdist chose then). The short modules
+#: come last, to fill the gaps. Quality and optimize need the trained tiny model: CI builds it
+#: before this tier (.ci/run); without that head start quality's fixture trains it (about 3.5
+#: minutes on one core) and optimize waits on its lock. Modules not listed follow, by name.
+FIRST = ("test_probe_fit", "test_capacity", "test_probe_scan", "test_optimize",
+         "test_tune_scan", "test_workloads", "test_quality", "test_kill_orphans", "test_fleet",
+         "test_export", "test_plan_moe_capacity", "test_apply", "test_quantize", "test_served",
+         "test_signals", "test_tune", "test_report_browser", "test_sweep")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

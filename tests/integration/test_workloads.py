@@ -58,7 +58,10 @@ def bench_recipe(tmp_path: Path, workload: dict, slo: dict | None = None) -> Pat
     recipe = yaml.safe_load(TINY_RECIPE.read_text())
     recipe["model"]["path"] = str(ROOT / "models" / "tiny-llama")
     recipe["engine"]["max_model_len"] = 1024
-    recipe["workload"] = {**recipe["workload"], "api_key_env": KEY_VAR, **workload}
+    # no steady warm-up (up to 30 s a bench, most of these tests' time on a loaded machine):
+    # these tests are about the workload's requests, the steady warm-up is test_apply's
+    recipe["workload"] = {**recipe["workload"], "api_key_env": KEY_VAR,
+                          "warmup_steady_max_s": None, **workload}
     if slo is not None:
         recipe["slo"] = slo
     path = tmp_path / "recipe.yaml"
