@@ -16,12 +16,12 @@ of this server (its launch offset included, drift removed).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model_optimizer.search.simulate.bench import Bench, Noise, Server, lognormal
 from model_optimizer.search.simulate.truth import Curve
 from model_optimizer.search.sweep.fitscan import coarse_levels
-from model_optimizer.search.sweep.predict import Observed, fit_curve
+from model_optimizer.search.sweep.predict import DEFAULT, Model, Observed, fit_curve
 
 FIT_ROUNDS, REFERENCE_WINDOWS = 2, 5
 #: a window's TTFT p99 rests on its slowest requests: noisier than its p50
@@ -57,9 +57,10 @@ def scan(bench: Bench, levels: list[int], rounds: int) -> tuple[Server, list[lis
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One level left out of the fit: the fit's prediction at the held-out windows' median
-    minute (``later``: the fitted drift applied) and drift removed (``now``), and the
-    held-out level's own windows, the reference."""
+    """One level left out of the fit: the fit's prediction for the held-out windows
+    (``later``: at their median minute with a linear drift, over their passes with per-pass
+    factors) and drift removed (``now``), and the held-out level's own windows, the
+    reference."""
 
     level: int
     later: dict[str, float | None]
@@ -72,44 +73,49 @@ class HeldOut:
         return statistics.median(values) if values else None
 
     def errors(self) -> dict[str, float]:
-        """Each figure's absolute percentage error against the median of its windows
-        (throughput predicted at their minute, TTFT with the drift removed: the TTFT model
-        has no drift term)."""
+        """Each figure's absolute percentage error against the median of its windows, each
+        predicted for those windows (the first model's TTFT has no drift: it is drift
+        removed, ``FittedCurve.ttft_ms``)."""
         row = {}
         for key in FIGURES:
             measured = self.measured(key)
-            predicted = (self.later if key == "qps" else self.now).get(key)
+            predicted = self.later.get(key)
             if measured and predicted is not None:
                 row[key] = abs(predicted - measured) / measured
         return row
 
 
-def held_out(passes: list[list[Observed]], levels: list[int]) -> list[HeldOut]:
+def held_out(passes: list[list[Observed]], levels: list[int], *,
+             rounds: int | None = FIT_ROUNDS, model: Model = DEFAULT) -> list[HeldOut]:
     """Leave one level out at a time (every level but the lowest and the highest: the fit
-    interpolates): fit on the first :data:`FIT_ROUNDS` passes of the other levels and
-    predict the held-out one. Shared by the simulator and the real-engine benchmark."""
+    interpolates): fit ``model`` on the first ``rounds`` passes of the other levels (None:
+    every pass, so that the fit spans the time of the reference windows) and predict the
+    held-out one. Each window's ``run`` is its pass. Shared by the simulator and the
+    real-engine benchmark."""
+    passes = [[replace(o, run=number) for o in window] for number, window in enumerate(passes)]
     found = []
     for held in levels[1:-1]:
         # a fit of its own: the held-out windows shape nothing, not even the robust scale
-        fitted = fit_curve([o for window in passes[:FIT_ROUNDS] for o in window
-                            if o.value != held])
+        fitted = fit_curve([o for window in passes[:rounds] for o in window
+                            if o.value != held], model=model)
         windows = [o for window in passes for o in window if o.value == held]
         if fitted is None or not windows:
             continue
         minute = statistics.median(o.minute for o in windows)
-        found.append(HeldOut(held, fitted.predict(held, minute), fitted.predict(held),
-                             windows))
+        found.append(HeldOut(held, fitted.predict(held, minute, [o.run for o in windows]),
+                             fitted.predict(held), windows))
     return found
 
 
-def held_out_errors(curve: Curve, noise: Noise, seed: int) -> list[dict[str, float]]:
+def held_out_errors(curve: Curve, noise: Noise, seed: int, *, rounds: int | None = FIT_ROUNDS,
+                    model: Model = DEFAULT) -> list[dict[str, float]]:
     """One repetition: per held-out level, each figure's absolute percentage error against
     the median of its windows (``qps``...) and against the truth (``qps_truth``...)."""
     bench = Bench(curve, noise, seed)
     levels = coarse_levels(curve.low, curve.launch_ceiling or curve.high)
     server, passes = scan(bench, levels, REFERENCE_WINDOWS)
     errors = []
-    for found in held_out(passes, levels):
+    for found in held_out(passes, levels, rounds=rounds, model=model):
         held, now = found.level, found.now
         truth = {"qps": curve.throughput(held) * server.offset,
                  "ttft_p50_ms": curve.ttft_ms(held, 0.5) / server.offset,
@@ -145,11 +151,13 @@ PREDICTION_HEADER = ["curve", "noise", "reps", "held-out predictions", "throughp
                      "throughput vs truth", "TTFT p50 vs truth"]
 
 
-def simulate_prediction(curve: Curve, noise: Noise, reps: int, *,
-                        seed0: int = 0) -> PredictionRow:
+def simulate_prediction(curve: Curve, noise: Noise, reps: int, *, seed0: int = 0,
+                        rounds: int | None = FIT_ROUNDS,
+                        model: Model = DEFAULT) -> PredictionRow:
     """``reps`` seeded repetitions of one cell, summarised (MAPE: the mean over every
     held-out level of every repetition)."""
-    rows = [row for rep in range(reps) for row in held_out_errors(curve, noise, seed0 + rep)]
+    rows = [row for rep in range(reps)
+            for row in held_out_errors(curve, noise, seed0 + rep, rounds=rounds, model=model)]
     mape = {key: statistics.fmean(r[key] for r in rows)
             for key in PREDICTION_KEYS if key != "qps_p90"}
     ordered = sorted(r["qps"] for r in rows)

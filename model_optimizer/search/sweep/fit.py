@@ -118,7 +118,7 @@ def fit_params(windows: Sequence[Window], drift: bool = True,
     for _ in range(ITERATIONS):
         corrected = observed * numpy.exp(slope[:, None] * minutes)
         weights = counts * robust / corrected ** 2
-        coef = _solve(design, corrected, weights)
+        coef = solve_weighted(design, corrected, weights)
         model = numpy.maximum(coef @ design.T, 1e-12)
         residual = numpy.log(model / observed)   # log X_obs - log X(N)
         if drift:
@@ -130,7 +130,7 @@ def fit_params(windows: Sequence[Window], drift: bool = True,
     return numpy.column_stack([coef, slope])
 
 
-def _solve(design: numpy.ndarray, target: numpy.ndarray, weights: numpy.ndarray
+def solve_weighted(design: numpy.ndarray, target: numpy.ndarray, weights: numpy.ndarray
            ) -> numpy.ndarray:
     """Weighted least squares per row (batched normal equations), nnls where negative or
     where the row's normal matrix is singular: a bootstrap draw of a scan over three or four

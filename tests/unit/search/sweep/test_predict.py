@@ -99,3 +99,132 @@ def test_too_few_windows_or_levels_fit_nothing():
 def test_the_grid_adds_the_midpoints_not_measured():
     assert prediction_grid([1, 2, 4, 8]) == [1, 2, 3, 4, 6, 8]
     assert prediction_grid([8, 1, 64, 16]) == [1, 3, 8, 11, 16, 32, 64]
+
+
+# --- the second model (issue 35 item 4): per-pass drift, a queue term, interpolated ratios
+
+USL = (0.12, 0.010, 0.0002)  # a, b, c of 1/X = a/N + b + c N: a knee near 24
+
+
+def usl(n: float) -> float:
+    a, b, c = USL
+    return 1.0 / (a / n + b + c * n)
+
+
+def queued(n: float, cap: float = 20.0) -> float:
+    """TTFT p50 (ms) with a queue beyond ``cap``: 4 ms + 60 u + 1000 max(0, N - cap) / X."""
+    x = usl(n)
+    return 4.0 + 60.0 * n / x + 1000.0 * max(0.0, n - cap) / x
+
+
+def passes(levels, factors, noise=lambda: 1.0) -> list[Observed]:
+    """Interleaved passes (up, down, ...) each at its own speed ``factors[i]``; a window
+    slowed by f has its TTFT lengthened by 1/f."""
+    out, minute = [], 0.0
+    for number, speed in enumerate(factors):
+        for n in levels if number % 2 == 0 else list(reversed(levels)):
+            f = speed * noise()
+            out.append(Observed(n, usl(n) * f, queued(n) / f, 2 * queued(n) / f, minute,
+                                run=number))
+            minute += 1 / 3
+    return out
+
+
+BENT = [1.0, 0.8, 0.75, 0.9, 1.05]  # fast, 20-25% slower, back: a drift no line follows
+
+
+def test_per_pass_factors_recover_a_bent_drift_and_the_curve_exactly():
+    from model_optimizer.search.sweep.predict import Model, fit_curve
+
+    curve = fit_curve(passes(coarse_levels(1, 64), BENT), model=Model("runs", "window"))
+    assert curve.params[0, :3] * numpy_mean_speed(BENT) == pytest.approx(USL, rel=1e-6)
+    for run, speed in enumerate(BENT):
+        assert float(numpy_exp(curve.runs[run][0])) == pytest.approx(
+            speed / numpy_mean_speed(BENT), rel=1e-6)
+        assert curve.predict(20, runs=[run])["qps"] == pytest.approx(usl(20) * speed, rel=1e-6)
+    # a line through the same windows cannot: off by percents at the passes' speeds
+    line = fit_curve(passes(coarse_levels(1, 64), BENT), model=Model("linear", "window"))
+    assert max(abs(line.predict(20, minute=4 * run + 2)["qps"] / (usl(20) * s) - 1)
+               for run, s in enumerate(BENT)) > 0.05
+
+
+def numpy_mean_speed(speeds) -> float:
+    """The geometric mean: per-pass factors are pinned at a mean of zero in logs."""
+    import math
+    return math.exp(sum(math.log(s) for s in speeds) / len(speeds))
+
+
+def numpy_exp(x):
+    import math
+    return math.exp(float(x))
+
+
+def test_per_pass_factors_recover_the_drift_under_seeded_noise():
+    from model_optimizer.search.sweep.predict import Model, fit_curve
+
+    for seed in range(5):
+        noise = functools.partial(random.Random(seed).lognormvariate, 0, 0.03)
+        curve = fit_curve(passes(coarse_levels(1, 64), BENT, noise), model=Model("runs", "window"))
+        mean = numpy_mean_speed(BENT)
+        for run, speed in enumerate(BENT):
+            assert numpy_exp(curve.runs[run][0]) == pytest.approx(speed / mean, abs=0.03)
+        for n in (5, 20, 40):
+            assert curve.predict(n)["qps"] == pytest.approx(usl(n) * mean, rel=0.04)
+
+
+def test_one_pass_or_passes_of_two_levels_fall_back_to_the_line():
+    from model_optimizer.search.sweep.predict import fit_curve
+
+    assert not fit_curve(passes(coarse_levels(1, 64), [1.0])).runs
+    short = [o for o in passes([1, 2, 4], [1.0, 0.9]) if o.value != 4] + \
+        passes([1, 2, 4], [1.0])[2:]
+    assert not fit_curve(short).runs
+
+
+def test_the_queue_term_finds_the_cap_and_predicts_the_levels_beyond_it():
+    from model_optimizer.search.sweep.predict import Model, fit_curve
+
+    levels = coarse_levels(1, 64)
+    curve = fit_curve(passes(levels, [1.0, 1.0]), model=Model("runs", "hinge"))
+    fitted = curve.latency["ttft_p50_ms"]
+    assert fitted.cap[0] == pytest.approx(20.0, rel=0.06)  # within the caps' grid step
+    assert fitted.coef[0, 2] == pytest.approx(1000.0, rel=0.1)
+    # none measured; at the cap itself a grid step's error in it is gamma's whole queue
+    for n in (10, 14, 28, 40, 56):
+        assert curve.predict(n)["ttft_p50_ms"] == pytest.approx(queued(n), rel=0.06), n
+    # the first model's one share of N / X cannot: off by far more at some level
+    first = fit_curve(passes(levels, [1.0, 1.0]), model=Model("linear", "little"))
+    assert max(abs(first.predict(n)["ttft_p50_ms"] / queued(n) - 1)
+               for n in (10, 20, 28, 40, 56)) > 0.2
+
+
+def test_the_interpolated_ratio_reproduces_the_measured_levels_and_zero_noise_exactly():
+    from model_optimizer.search.sweep.predict import Model, fit_curve
+
+    levels = coarse_levels(1, 64)
+    # on the model's own form (no queue) every ratio is 0 and the model is the prediction
+    plain = [Observed(o.value, o.qps, o.ttft_p50_ms, o.ttft_p99_ms, o.minute, o.run)
+             for o in observed(levels, rounds=2)]
+    for number, o in enumerate(plain):
+        plain[number] = Observed(o.value, o.qps, o.ttft_p50_ms, o.ttft_p99_ms, o.minute,
+                                 run=number // len(levels))
+    curve = fit_curve(plain, model=Model("runs", "interp"))
+    assert abs(curve.latency["ttft_p50_ms"].ratio[0]).max() < 1e-6
+    for n in (5, 20, 40):
+        assert curve.predict(n)["ttft_p50_ms"] == pytest.approx(truth(n)["ttft_p50_ms"],
+                                                               rel=1e-6)
+    # with a queue the model lacks, every measured level is reproduced, and between two
+    # levels the prediction lies between what they read
+    bent = fit_curve(passes(levels, [1.0, 1.0]), model=Model("runs", "interp"))
+    for n in levels:
+        assert bent.predict(n)["ttft_p50_ms"] == pytest.approx(queued(n), rel=1e-3), n
+    assert queued(24) < bent.predict(28)["ttft_p50_ms"] < queued(32)
+
+
+def test_the_first_model_is_kept_as_it_was():
+    from model_optimizer.search.sweep.predict import FIRST, fit_curve
+
+    windows = passes(coarse_levels(1, 64), [1.0, 0.9])
+    curve = fit_curve(windows, model=FIRST)
+    assert not curve.runs and curve.params[0, 3] != 0.0  # a straight drift per minute
+    assert curve.latency["ttft_p50_ms"].cap[0] == float("inf")
