@@ -81,6 +81,37 @@ def goals(rows: list[Row], loud_3x: list[Row]) -> list[str]:
             for name, ok, worst in checks]
 
 
+def grid_launches(surface) -> int:
+    """The grid a tune replaces: every power of two in the curve's range times the knob's
+    choices, a launch each (21 on the CPU curves, 27 on the GPU one)."""
+    powers = [2 ** k for k in range(16) if surface.curve.low <= 2 ** k <= surface.curve.high]
+    return len(powers) * len(surface.effects)
+
+
+def tune_goals(rows: list[TuneRow]) -> list[str]:
+    """Issue 35's tune goal at CV 5%, MET or MISSED per part, with the worst cell:
+    >= 0.95 of the true best in >= 95%, at most half the grid's launches (median), and
+    calibrated as the sweep is (among resolved tunes, <= 1% below 0.90 of the true best)."""
+    quiet = [r for r in rows if r.noise == "cv5"]
+    if not quiet:
+        return ["- tune goals: **NOT JUDGED** (no cv5 cell)"]
+    shapes = surfaces()
+    half = [(r, r.launches / grid_launches(shapes[r.surface])) for r in quiet]
+    near = min(quiet, key=lambda r: r.at_least_95)
+    costly = max(half, key=lambda pair: pair[1])
+    loose = max(quiet, key=lambda r: r.calibration)
+    return [
+        f"- tune, CV 5%: >= 0.95 of the true best in >= 95%: "
+        f"**{'MET' if near.at_least_95 >= 0.95 else 'MISSED'}** (worst cell: {near.surface} "
+        f"{near.at_least_95:.1%})",
+        f"- tune, CV 5%: <= half the grid's launches: "
+        f"**{'MET' if costly[1] <= 0.5 else 'MISSED'}** (worst cell: {costly[0].surface} "
+        f"{costly[0].launches:.0f} of {grid_launches(shapes[costly[0].surface])})",
+        f"- tune, CV 5%: among resolved, <= 1% below 0.90 of the true best: "
+        f"**{'MET' if loose.calibration <= 0.01 else 'MISSED'}** (worst cell: "
+        f"{loose.surface} {loose.calibration:.1%} of {loose.resolved:.1%} resolved)"]
+
+
 def depths(rows: list[Row]) -> list[str]:
     """Per strategy, how far below 0.90 its confidently wrong choices fell: the lowest
     chosen / true best among them, and the cell."""
@@ -177,6 +208,8 @@ def main_tune(args: argparse.Namespace) -> None:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(_tune_cell, *zip(*cells, strict=True)))
     print(markdown(rows, TUNE_HEADER))
+    print()
+    print("\n".join(tune_goals(rows)))
     print(f"\n{len(rows)} cells x {args.reps} repetitions (tpe, {args.n_trials} trials) in "
           f"{time.monotonic() - began:.0f} s")
 

@@ -6,8 +6,11 @@ was written), the share at or above 0.95 and 0.90 of the true best, launches (me
 max), budgeted trials, windows and simulated wall time (medians), how often the written
 categorical value is the true best one, how often a revision was written, how often the
 tune said "not resolved" (its confirmation: the written configuration's own launch below
-its scan figure), and how often it was **confidently wrong**: written, below 0.90 of the
-true best, and not that warning.
+its scan figure, or the pooled noise above the plateau threshold), how often a revision was
+written **resolved** (written without that warning), and the **calibration**: among the
+resolved, the share below 0.90 of the true best (the sweep table's definition,
+``search/simulate/table.py``: the stated confidence holds when it is small).
+``confidently_wrong`` (a share of all tunes) stays on the row for the depth of the misses.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from model_optimizer.search.simulate.tunedrive import TuneRun, run_tune
 
 TUNE_HEADER = ["surface", "noise", "chosen/best p5", "median", ">= 0.95", ">= 0.90",
                "launches", "trials", "windows", "wall min", "best block_size", "written",
-               "not resolved", "confidently wrong"]
+               "resolved", "resolved < 0.90"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,9 @@ class TuneRow:
     knob_right: float        # share written with the true best categorical value
     written: float
     warned: float            # share the tune said "not resolved"
-    confidently_wrong: float
+    confidently_wrong: float     # written, below 0.90, not warned: a share of all tunes
+    resolved: float = 0.0        # share written without the warning
+    calibration: float = 0.0     # among the resolved: share below 0.90 of the true best
 
     def cells(self) -> list[str]:
         """The markdown cells, in :data:`TUNE_HEADER` order."""
@@ -52,7 +57,7 @@ class TuneRow:
                 pct(self.at_least_95), pct(self.at_least_90),
                 f"{self.launches:.0f} (max {self.max_launches})", f"{self.trials:.0f}",
                 f"{self.windows:.0f}", f"{self.wall_min:.1f}", pct(self.knob_right),
-                pct(self.written), pct(self.warned), pct(self.confidently_wrong)]
+                pct(self.written), pct(self.resolved), pct(self.calibration)]
 
 
 def simulate_tune(surface: Surface, noise: Noise, reps: int, *, seed0: int = 0,
@@ -72,6 +77,8 @@ def summarise_tune(surface: Surface, noise: str, runs: list[TuneRun]) -> TuneRow
     wrong = [w and r < 0.90 and not run.warned
              for w, r, run in zip(written, ratios, runs, strict=True)]
     count, ordered = len(runs), sorted(ratios)
+    resolved = [r for w, r, run in zip(written, ratios, runs, strict=True)
+                if w and not run.warned]
     return TuneRow(surface.name, noise, count, p5(ordered), statistics.median(ordered),
                    sum(r >= 0.95 for r in ratios) / count,
                    sum(r >= 0.90 for r in ratios) / count,
@@ -81,4 +88,6 @@ def summarise_tune(surface: Surface, noise: str, runs: list[TuneRun]) -> TuneRow
                    statistics.median(run.windows for run in runs),
                    statistics.median(run.wall_s for run in runs) / 60.0,
                    sum(knob) / count, sum(written) / count,
-                   sum(run.warned for run in runs) / count, sum(wrong) / count)
+                   sum(run.warned for run in runs) / count, sum(wrong) / count,
+                   len(resolved) / count,
+                   sum(r < 0.90 for r in resolved) / max(len(resolved), 1))

@@ -77,6 +77,8 @@ def test_the_figures_are_computed_as_defined():
     assert row.knob_right == 0.5                  # best and the 16-sequence run
     assert row.written == 0.75
     assert row.confidently_wrong == 0.25          # written below 0.90; unwritten is not
+    # the sweep table's calibration: among the 3 resolved (written, not warned), 1 below 0.90
+    assert row.resolved == 0.75 and row.calibration == pytest.approx(1 / 3)
 
 
 def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
@@ -85,4 +87,6 @@ def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
     row = summarise_tune(surface, "cv5", [TuneRun(low, 14, 12, 20, 900.0, warned=True),
                                           TuneRun(low, 14, 12, 20, 900.0)])
     assert row.warned == 0.5 and row.confidently_wrong == 0.5
-    assert row.cells()[-2:] == ["50.0%", "50.0%"]
+    # resolved 1 of 2; among the resolved, 1 of 1 below 0.90 (the warned one not counted)
+    assert row.resolved == 0.5 and row.calibration == 1.0
+    assert row.cells()[-2:] == ["50.0%", "100.0%"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from model_optimizer.search.sweep.fit import Window, fit_knee
+from model_optimizer.search.sweep.fit import Window, fit_knee, fit_params, knee_on_grid
 from model_optimizer.search.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels, next_step
 from model_optimizer.search.sweep.model import Point, relative_grid
 
@@ -104,3 +104,31 @@ def test_a_small_scan_whose_draws_miss_values_still_gives_a_knee_and_band():
             knee = fit_knee(windows(SMALL_SCAN[:count]), grid, 0.05, seed=seed)
             assert knee is not None and 1 <= knee.value <= 4, (count, seed)
             assert 1 <= knee.band[0] <= knee.band[1] <= 4, (count, seed, knee.band)
+
+
+#: the simulator's recorded calibration miss (``monotone-gpu`` at CV 10%, seed 51: the 15-min
+#: budget ended the down pass at 24, 20 s a window): the windows at 12 and 16 read 2.0 and
+#: 1.9 req/s, about 30% above their truth, and the knee came out at 22, 0.866 of the true
+#: best (the true knee is 56), resolved at 0.930
+GPU_CV10_SEED51 = [
+    (1, 0.4739), (2, 0.6524), (3, 0.8267), (4, 1.2089), (6, 1.0871), (8, 1.2376),
+    (12, 1.976), (16, 1.9058), (24, 1.6955), (32, 2.0021), (48, 1.7475), (64, 1.7671),
+    (96, 1.5347), (128, 1.8107), (192, 1.7516), (256, 1.7774), (256, 1.6627),
+    (192, 1.6443), (128, 1.7023), (96, 2.4658), (64, 1.8711), (48, 1.9045), (32, 2.2416),
+    (24, 1.9536)]
+
+
+def test_the_gpu_miss_at_cv10_is_the_windows_not_the_drift():
+    """Issue 35's open miss, pinned: the fitted drift (+24% per 10 min against the server's
+    -3%) moves the knee one grid step (22 against 24 without it), both below 0.90 of the
+    truth, so no rule on the drift or on the unfinished down pass would be principled for
+    it; the bootstrap's lowest share stays above 0.925 even over 2000 refits' 2.5th
+    percentile (0.929). Left open: docs/benchmarks/search-simulator.md."""
+    windows = [Window(n, qps, minute=i / 3) for i, (n, qps) in enumerate(GPU_CV10_SEED51)]
+    grid = relative_grid(1, 256)
+    knee = fit_knee(windows, grid, 0.05, seed=51)
+    assert knee.value == 22 and knee.resolved and knee.drift_per_10min > 0.2
+    still = fit_params(windows, drift=False)
+    index, _ = knee_on_grid(still, grid, 0.05)
+    truth = [n / (14.6 + 3.85 * n) for n in (grid[int(index[0])], 256)]
+    assert grid[int(index[0])] == 24 and truth[0] / truth[1] < 0.90
