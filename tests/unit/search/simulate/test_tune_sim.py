@@ -79,6 +79,8 @@ def test_the_figures_are_computed_as_defined():
     assert row.confidently_wrong == 0.25          # written below 0.90; unwritten is not
     # the sweep table's calibration: among the 3 resolved (written, not warned), 1 below 0.90
     assert row.resolved == 0.75 and row.calibration == pytest.approx(1 / 3)
+    # ... and that one named for the table's list of cases (no seed given here)
+    assert row.wrong_cases == ((None, {"max_num_seqs": 16, "block_size": 64}, low),)
 
 
 def test_a_revision_the_tune_said_was_not_resolved_is_not_confidently_wrong():
