@@ -65,7 +65,7 @@ def cut_range(chosen: FrozenTrial, trials: Sequence[FrozenTrial],
                                   f"{_infeasible(trial)})"))
     if not bounds:
         return None
-    boundary, why = min(bounds)
+    boundary, why = min(bounds, key=lambda bound: bound[0])   # a tie: the launch's reason
     windows = tuple(Window(float(t.params[scanned]), float(t.values[0])) for t in mine
                     if t.user_attrs.get("feasible") and int(t.params[scanned]) < boundary)
     return CutRange(value, boundary, why, windows)
