@@ -211,9 +211,9 @@ def _slo_unshown(chosen: FrozenTrial, record: dict, bounds: dict[str, float]) ->
     """The warning when the chosen configuration's own launch met a latency SLO at its point
     figure but not at the far end of that figure's interval: the best feasible trial is
     chosen partly for reading under its SLOs, so near the bound a point that passes is one
-    lucky reading as easily as a margin (the simulator's SLO edge at 24.5: at CV 5% a p99
-    TTFT 4% over the bound, max_num_seqs 25's, reads under it in about one window of five).
-    A figure without an interval proves nothing either way: no warning from it."""
+    lucky reading as easily as a margin (the simulator's SLO edge: max_num_seqs 25, over the
+    edge at 24.5, read under it in its scan window and in its own launch). A figure without
+    an interval proves nothing either way: no warning from it."""
     words = []
     for key, bound in bounds.items():
         seen = (record.get("slo_intervals") or {}).get(key) or {}
