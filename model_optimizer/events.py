@@ -405,7 +405,6 @@ class TuneConfirmed(Event):
     figures: dict
     at: str
     objective: dict | None = None  # the objective's value and half-width, this run
-    slo_intervals: dict | None = None  # the latency SLOs' figures with their intervals
 
 
 # ----- optimize ---------------------------------------------------------------------------

@@ -21,9 +21,6 @@ before the revision is written:
    judges whether the curve fitted to those knobs' windows may rise above it by more than
    the margin before that level (``search/tune/cutoff.py``): then it is **not resolved**
    either.
-5. **The SLO margin.** When the written configuration's own launch met a latency SLO at its
-   figure but not at the far end of that figure's interval (a p99 TTFT of 1900 ± 150 ms
-   against 2000), the SLO is not shown to hold: **not resolved**.
 
 At most :data:`CONFIRM_CANDIDATES` configurations are launched; a confirmation already in
 the tune's state (a resumed tune) is not launched again.
@@ -121,8 +118,7 @@ def confirm_best(host: ScanHost, ranked: list[FrozenTrial]) -> ConfirmVerdict:
     warnings = [*_shortfall(chosen, record, metric),
                 *_too_noisy(tune_noise(ranked, host.confirmations, metric), threshold),
                 *cut_off(chosen, host.study.get_trials(deepcopy=False), SCANNED, threshold,
-                         host.config.seed or 0),
-                *_slo_unshown(chosen, record, host.bounds)]
+                         host.config.seed or 0)]
     return ConfirmVerdict(chosen, record["figures"], tuple(notes), tuple(warnings),
                           runner_up)
 
@@ -207,36 +203,6 @@ def _shortfall(chosen: FrozenTrial, record: dict, metric: str) -> list[str]:
             "on a quieter machine)"]
 
 
-def _slo_unshown(chosen: FrozenTrial, record: dict, bounds: dict[str, float]) -> list[str]:
-    """The warning when the chosen configuration's own launch met a latency SLO at its point
-    figure but not at the far end of that figure's interval: the best feasible trial is
-    chosen partly for reading under its SLOs, so near the bound a point that passes is one
-    lucky reading as easily as a margin (the simulator's SLO edge: max_num_seqs 25, over the
-    edge at 24.5, read under it in its scan window and in its own launch). A figure without
-    an interval proves nothing either way: no warning from it."""
-    words = []
-    for key, bound in bounds.items():
-        seen = (record.get("slo_intervals") or {}).get(key) or {}
-        value, half = seen.get("value"), seen.get("half_width")
-        if value is None or half is None or value > bound or value + half <= bound:
-            continue
-        words.append(f"trial {chosen.number}'s own launch met {key} <= {bound:g} at "
-                     f"{value:.0f} ± {half:.0f}, not beyond its interval: the SLO may not "
-                     "hold for this configuration (measure longer windows, or choose a "
-                     "configuration with a margin under the SLO)")
-    return words
-
-
-def _slo_intervals(metrics: dict, bounds: dict[str, float]) -> dict:
-    """The intervals of the figures an upper SLO bound judges (a latency's bootstrap
-    interval: ``load/steady.py``), where the run measured one."""
-    intervals = metrics.get("intervals") or {}
-    return {key: {"value": intervals[key].get("value"),
-                  "half_width": intervals[key].get("half_width")}
-            for key in bounds if isinstance(intervals.get(key), dict)
-            and not key.startswith("min_")}
-
-
 def _record(host: ScanHost, trial: FrozenTrial) -> dict:
     """The confirmation of ``trial``'s configuration: kept from before, else a launch."""
     done = [c for c in host.confirmations if same_params(c["params"], trial.params)]
@@ -256,8 +222,7 @@ def _confirm_one(host: ScanHost, trial: FrozenTrial) -> dict:
               "problems": problems, "run_id": outcome.run_id,
               "figures": step_figures(outcome), "at": utc_now(),
               "objective": {"value": figure(metrics, metric),
-                            "half_width": objective_half_width(metrics, metric)},
-              "slo_intervals": _slo_intervals(metrics, host.bounds)}
+                            "half_width": objective_half_width(metrics, metric)}}
     host.confirmations.append(record)
     host.session.save()
     host.emit(TuneConfirmed(**record))

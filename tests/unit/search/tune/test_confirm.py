@@ -169,27 +169,3 @@ def test_a_winner_below_a_launch_that_did_not_fit_is_judged_on_the_range_cut_off
     assert verdict.trial.params == WINNER and not verdict.resolved
     [warning] = verdict.warnings
     assert "did not start for memory" in warning and "33..63" in warning
-
-
-def test_a_latency_slo_met_at_the_point_but_not_beyond_its_interval_is_not_shown():
-    """The simulator's SLO edge (p99 TTFT against 2000 ms): a configuration just over the
-    edge reads under it now and then, in its scan window and in its own launch; only a
-    margin beyond the launch's own interval shows the SLO holds."""
-    from types import SimpleNamespace
-
-    from model_optimizer.search.tune.confirm import _slo_intervals, _slo_unshown
-
-    bounds = {"ttft_p99_ms": 2000.0, "min_success_rate": 1.0}
-    chosen = SimpleNamespace(number=7)
-
-    def record(value: float, half: float | None) -> dict:
-        metrics = {"intervals": {"ttft_p99_ms": {"value": value, "half_width": half},
-                                 "qps": {"value": 60.0, "half_width": 3.0}}}
-        return {"slo_intervals": _slo_intervals(metrics, bounds)}
-
-    assert set(record(1900.0, 150.0)["slo_intervals"]) == {"ttft_p99_ms"}
-    [warning] = _slo_unshown(chosen, record(1900.0, 150.0), bounds)
-    assert "trial 7's own launch met ttft_p99_ms <= 2000 at 1900 ± 150" in warning
-    assert _slo_unshown(chosen, record(1700.0, 150.0), bounds) == []   # a margin beyond it
-    assert _slo_unshown(chosen, record(1900.0, None), bounds) == []    # no interval: nothing
-    assert _slo_unshown(chosen, {}, bounds) == []                      # an older record
