@@ -112,6 +112,14 @@ def tune_goals(rows: list[TuneRow]) -> list[str]:
         f"{loose.surface} {loose.calibration:.1%} of {loose.resolved:.1%} resolved)"]
 
 
+def wrong_cases(rows: list[TuneRow]) -> list[str]:
+    """The resolved tunes below 0.90 of the true best, one line each (the seed reruns it:
+    ``run_tune(surface, noise, seed)``)."""
+    lines = [f"- {r.surface} at {r.noise}, seed {seed}: wrote {chosen}, {ratio:.3f} of the "
+             "true best, resolved" for r in rows for seed, chosen, ratio in r.wrong_cases]
+    return lines or ["- no resolved tune below 0.90 of the true best"]
+
+
 def depths(rows: list[Row]) -> list[str]:
     """Per strategy, how far below 0.90 its confidently wrong choices fell: the lowest
     chosen / true best among them, and the cell."""
@@ -210,6 +218,8 @@ def main_tune(args: argparse.Namespace) -> None:
     print(markdown(rows, TUNE_HEADER))
     print()
     print("\n".join(tune_goals(rows)))
+    print()
+    print("\n".join(wrong_cases(rows)))
     print(f"\n{len(rows)} cells x {args.reps} repetitions (tpe, {args.n_trials} trials) in "
           f"{time.monotonic() - began:.0f} s")
 

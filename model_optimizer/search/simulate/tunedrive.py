@@ -13,7 +13,8 @@ confirmed by a launch of its own, its runner-up side by side where it may be as 
 (``TrialScanner.confirm``, ``search/tune/confirm.py``). Only the engine is simulated
 (:class:`~model_optimizer.search.simulate.tuning.SimEngine`); the study lives in memory, nothing is
 archived, nothing sleeps. The tune's warning is the confirmation's: "not resolved" when the
-written configuration's own launch reads below its scan figure.
+written configuration's own launch reads below its scan figure, when the pooled noise is above
+the plateau threshold, or when the range above it that a failure cut off may hide the best.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class TuneRun:
     windows: int
     wall_s: float
     warned: bool = False     # the confirmation said "not resolved"
+    seed: int | None = None  # the repetition's seed (tune.seed and the noise's)
+    warnings: tuple[str, ...] = ()   # why not resolved (the confirmation's warnings)
 
 
 def recipe_for(surface: Surface, seed: int, *, n_trials: int = 12,
@@ -112,7 +115,8 @@ def run_tune(surface: Surface, noise: Noise, seed: int, *, n_trials: int = 12,
     chosen = verdict.trial if verdict is not None else None
     return TuneRun(dict(chosen.params) if chosen is not None else None, bench.launches,
                    asked, bench.windows, bench.clock,
-                   verdict is not None and not verdict.resolved)
+                   verdict is not None and not verdict.resolved, seed,
+                   verdict.warnings if verdict is not None else ())
 
 
 def _host(loaded: LoadedRecipe, config: TuneConfig, study: optuna.Study,

@@ -10,7 +10,9 @@ its scan figure, or the pooled noise above the plateau threshold), how often a r
 written **resolved** (written without that warning), and the **calibration**: among the
 resolved, the share below 0.90 of the true best (the sweep table's definition,
 ``search/simulate/table.py``: the stated confidence holds when it is small).
-``confidently_wrong`` (a share of all tunes) stays on the row for the depth of the misses.
+``confidently_wrong`` (a share of all tunes) stays on the row for the depth of the misses;
+``wrong_cases`` names those of the calibration one by one (seed, written configuration,
+chosen / true best), for ``benchmarks/search_sim.py --tune`` to print.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class TuneRow:
     confidently_wrong: float     # written, below 0.90, not warned: a share of all tunes
     resolved: float = 0.0        # share written without the warning
     calibration: float = 0.0     # among the resolved: share below 0.90 of the true best
+    #: the resolved tunes below 0.90 of the true best, one by one: (seed, written, ratio)
+    wrong_cases: tuple[tuple[int | None, dict | None, float], ...] = ()
 
     def cells(self) -> list[str]:
         """The markdown cells, in :data:`TUNE_HEADER` order."""
@@ -90,4 +94,7 @@ def summarise_tune(surface: Surface, noise: str, runs: list[TuneRun]) -> TuneRow
                    sum(knob) / count, sum(written) / count,
                    sum(run.warned for run in runs) / count, sum(wrong) / count,
                    len(resolved) / count,
-                   sum(r < 0.90 for r in resolved) / max(len(resolved), 1))
+                   sum(r < 0.90 for r in resolved) / max(len(resolved), 1),
+                   tuple((run.seed, run.chosen, r) for w, r, run in
+                         zip(written, ratios, runs, strict=True)
+                         if w and not run.warned and r < 0.90))

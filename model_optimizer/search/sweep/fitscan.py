@@ -26,7 +26,14 @@ from dataclasses import dataclass, replace
 
 import numpy
 
-from model_optimizer.search.sweep.fit import RESOLVED, Knee, Window, fit_knee, refits
+from model_optimizer.search.sweep.fit import (
+    MIN_WINDOWS,
+    RESOLVED,
+    Knee,
+    Window,
+    fit_knee,
+    refits,
+)
 from model_optimizer.search.sweep.model import RELATIVE_RESOLUTION, Point, relative_grid
 
 PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
@@ -182,12 +189,26 @@ def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: f
     400 estimates that tail stably (``tests/unit/search/sweep/test_probe_ceiling.py``)."""
     if failed is None or not knee.resolved:
         return knee
+    hidden = cut_hides(knee.value, windows, failed, threshold, seed=seed)
+    return replace(knee, resolved=False, cut=True) if hidden else knee
+
+
+def cut_hides(value: int, windows: Sequence[Window], failed: int, threshold: float, *,
+              seed: int = 0) -> bool:
+    """The cut-range rule (:func:`cut_knee`'s, defined once; the tune judges its winner by
+    it too, ``search/tune/cutoff.py``): True when the fitted curve over ``windows`` may rise
+    above ``value`` by more than the margin in ``value .. failed - 1``, the range a failure
+    cut off: ``value``'s fitted throughput below ``1 - RESOLVED * threshold`` of the fitted
+    best there, in the point fit or at the one-sided :data:`CUT_PERCENTILE` percentile of
+    :data:`CUT_BOOTSTRAP` refits. Too few windows for a fit (``fit.MIN_WINDOWS``, three
+    distinct values) show nothing flat: True."""
+    if len(windows) < MIN_WINDOWS or len({w.value for w in windows}) < 3:
+        return True
     params, again = refits(windows, seed=seed, bootstrap=CUT_BOOTSTRAP)
-    cut = numpy.arange(knee.value, max(failed, knee.value + 1), dtype=float)
+    cut = numpy.arange(value, max(failed, value + 1), dtype=float)
     inverse = numpy.vstack([params, again])[:, :3] @ numpy.vstack(
         [1.0 / cut, numpy.ones_like(cut), cut])
     curve = 1.0 / numpy.maximum(inverse, 1e-12)
     share = curve[:, 0] / curve.max(axis=1)
     low = min(float(share[0]), float(numpy.percentile(share[1:], CUT_PERCENTILE)))
-    hidden = low < 1 - RESOLVED * threshold
-    return replace(knee, resolved=False, cut=True) if hidden else knee
+    return low < 1 - RESOLVED * threshold

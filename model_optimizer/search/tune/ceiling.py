@@ -31,6 +31,8 @@ from model_optimizer.engine.classify import MEMORY_CLASSES
 from model_optimizer.search.core.scanrules import lower_ceiling
 from model_optimizer.search.tune.trials import same_params
 
+#: the knob a scanning tune scans on one server (``search/tune/scan.py``)
+SCANNED = "max_num_seqs"
 LAUNCHES_ATTR = "server_launches"
 #: scan servers one trial may launch (the ceiling, one lowered, the asked level alone)
 MAX_SCAN_LAUNCHES = 3
@@ -76,12 +78,18 @@ class KnownCeiling:
     def bound(self, top: int, low: int) -> int:
         """The scan ceiling for the levels a launch measures beside the asked one: ``top``
         lowered by bisection below a failure of this combination, else below another's."""
-        failed = self.failed
-        if failed is None and self.hint is not None and (self.started or 0) < self.hint:
-            failed = self.hint
+        failed = self.cut_at
         if failed is None:
             return top
         return min(top, lower_ceiling(failed, self.started, low))
+
+    @property
+    def cut_at(self) -> int | None:
+        """The launch failure the scan ceiling is lowered below: this combination's, else
+        another's above every level this combination started (None: not lowered)."""
+        if self.failed is None and self.hint is not None and (self.started or 0) < self.hint:
+            return self.hint
+        return self.failed
 
     def why_infeasible(self, level: int) -> str:
         """The reason recorded for a level at or above the failed launch."""

@@ -16,6 +16,11 @@ before the revision is written:
    regression with), the scan's figure did not hold up: the choice is **not resolved**, and
    the outcome, ``summary.json`` and ``report.md`` say so. A window without an interval
    (too few requests for one) is not evidence either way: no warning from it.
+4. **The range a failure cut off.** When a level above the written max_num_seqs of the same
+   other knobs failed to launch for memory or was infeasible, the sweep's cut-range check
+   judges whether the curve fitted to those knobs' windows may rise above it by more than
+   the margin before that level (``search/tune/cutoff.py``): then it is **not resolved**
+   either.
 
 At most :data:`CONFIRM_CANDIDATES` configurations are launched; a confirmation already in
 the tune's state (a resumed tune) is not launched again.
@@ -33,6 +38,8 @@ from model_optimizer.load.classes import figure
 from model_optimizer.search.core.scan import confirmation_problems
 from model_optimizer.search.core.scanrules import Reading, fell_short, noise_above, pooled_cv
 from model_optimizer.search.measure import objective_half_width, step_figures
+from model_optimizer.search.tune.ceiling import SCANNED
+from model_optimizer.search.tune.cutoff import cut_off
 from model_optimizer.search.tune.host import ScanHost
 from model_optimizer.search.tune.space import trial_recipe
 from model_optimizer.search.tune.trials import same_params
@@ -109,7 +116,9 @@ def confirm_best(host: ScanHost, ranked: list[FrozenTrial]) -> ConfirmVerdict:
     runner_up = next((t.number for t, _ in passed if t is not chosen), None)
     threshold = host.loaded.resolved["sweep"]["plateau_threshold"]
     warnings = [*_shortfall(chosen, record, metric),
-                *_too_noisy(tune_noise(ranked, host.confirmations, metric), threshold)]
+                *_too_noisy(tune_noise(ranked, host.confirmations, metric), threshold),
+                *cut_off(chosen, host.study.get_trials(deepcopy=False), SCANNED, threshold,
+                         host.config.seed or 0)]
     return ConfirmVerdict(chosen, record["figures"], tuple(notes), tuple(warnings),
                           runner_up)
 

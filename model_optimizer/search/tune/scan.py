@@ -48,6 +48,7 @@ from model_optimizer.search.measure import Measurement, objective_half_width, st
 from model_optimizer.search.tune.ceiling import (
     LAUNCHES_ATTR,
     MAX_SCAN_LAUNCHES,
+    SCANNED,
     KnownCeiling,
     Launch,
     known_ceiling,
@@ -57,8 +58,6 @@ from model_optimizer.search.tune.evaluate import TrialResult, trial_verdict
 from model_optimizer.search.tune.host import ScanHost
 from model_optimizer.search.tune.space import ParamSpec, TuneConfig, trial_recipe
 from model_optimizer.search.tune.trials import same_params
-
-SCANNED = "max_num_seqs"
 
 
 def scan_problems(config: TuneConfig, recipe: dict, gated: bool) -> list[str]:
