@@ -19,7 +19,7 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 def module_name(path: Path) -> str:
-    """``model_optimizer/search/sweep/fit.py`` -> ``model_optimizer.search.sweep.fit`` (a
+    """``model_optimizer/search/core/fit.py`` -> ``model_optimizer.search.core.fit`` (a
     package is its __init__)."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":

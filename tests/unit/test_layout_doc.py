@@ -1,6 +1,6 @@
 """What docs/layout.md and the other documents say about the tree holds: the layout lists the
 packages by layer, lowest first, and every child of a family in its family's order; every
-source path named in the documentation, a docstring or a comment (``search/sweep/fit.py``,
+source path named in the documentation, a docstring or a comment (``search/core/fit.py``,
 ``tests/unit/search/sweep/test_budget.py``) is a file of the repository."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ PACKAGE = ROOT / "model_optimizer"
 BASES = (ROOT, PACKAGE, ROOT / "tests" / "unit", ROOT / "tests", ROOT / "docs")
 #: paths of vLLM's own source tree that the documents quote (not files of this repository)
 FOREIGN = ("vllm/", "v1/", "platforms/")
-#: a backticked path to a Python file: ``search/sweep/fit.py``, `tests/unit/test_layers.py`
+#: a backticked path to a Python file: ``search/core/fit.py``, `tests/unit/test_layers.py`
 PATH = re.compile(r"`([\w.-]+/[\w./-]*\.py)\b")
 
 
@@ -84,7 +84,7 @@ def test_every_source_path_the_documents_name_exists():
 
 
 def test_the_path_check_sees_a_moved_file():
-    assert missing_paths("the knee (`search/sweep/fit.py`), ``tests/unit/test_layers.py``, "
+    assert missing_paths("the knee (`search/core/fit.py`), ``tests/unit/test_layers.py``, "
                          "`model_optimizer/search/core/scan.py`, `vllm/v1/x.py`") == []
     assert missing_paths("the knee (`sweep/fit.py`) and ``search/session.py``") == [
         "sweep/fit.py", "search/session.py"]

@@ -24,7 +24,7 @@ def _load_checker():
 
 tc = _load_checker()
 
-OLD = ("model_optimizer/search/sweep/fit.py:{}: error: Incompatible types in assignment  "
+OLD = ("model_optimizer/search/core/fit.py:{}: error: Incompatible types in assignment  "
        "[assignment]")
 NEW = 'model_optimizer/search/tune/loop.py:7: error: Name "x" is not defined  [name-defined]'
 
@@ -47,7 +47,7 @@ def test_parse_reads_errors_and_skips_notes_and_summaries():
                         "model_optimizer/b.py:4:9: error: Bad thing  [misc]",
                         "Found 2 errors in 2 files (checked 3 source files)"])
     errors = tc.parse(output)
-    assert [(e.path, e.line) for e in errors] == [("model_optimizer/search/sweep/fit.py", 12),
+    assert [(e.path, e.line) for e in errors] == [("model_optimizer/search/core/fit.py", 12),
                                                   ("model_optimizer/b.py", 4)]
     assert errors[1].message == "Bad thing  [misc]"
     assert str(errors[0]) == OLD.format(12)

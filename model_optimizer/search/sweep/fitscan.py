@@ -1,7 +1,7 @@
 """The fitted-knee scan of ``max_num_seqs`` on one live server: which level next, and the knee.
 
 A pure function of the windows measured so far (like ``search/sweep/strategy.py``), in three
-phases, every window feeding one fit (:mod:`model_optimizer.search.sweep.fit`):
+phases, every window feeding one fit (:mod:`model_optimizer.search.core.fit`):
 
 1. **up**: the coarse levels (powers of two with one midpoint: 1, 2, 3, 4, 6, 8, 12, ...)
    from ``start`` to the ceiling, stopping at the first level that is not acceptable (failed,
@@ -24,15 +24,11 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy
-
-from model_optimizer.search.sweep.fit import (
-    MIN_WINDOWS,
-    RESOLVED,
+from model_optimizer.search.core.cutrange import cut_hides
+from model_optimizer.search.core.fit import (
     Knee,
     Window,
     fit_knee,
-    refits,
 )
 from model_optimizer.search.sweep.model import RELATIVE_RESOLUTION, Point, relative_grid
 
@@ -40,8 +36,6 @@ PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
 PHASE_DOWN, PHASE_NARROW = "scan-down", "narrow"
 #: narrowing rounds a live sweep allows (its budget usually ends them first)
 NARROW_ROUNDS = 12
-#: the cut-range check's bootstrap: refits, and the one-sided percentile judged (see cut_knee)
-CUT_BOOTSTRAP, CUT_PERCENTILE = 400, 2.5
 
 
 @dataclass(frozen=True)
@@ -178,7 +172,7 @@ def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: f
     the failure cut off may hide a best that puts the knee below ``1 - RESOLVED * threshold``
     of it: judged on the knee's fitted throughput over the fitted best of ``knee .. failed -
     1``, in the point fit and at the one-sided :data:`CUT_PERCENTILE` percentile of
-    :data:`CUT_BOOTSTRAP` bootstrap refits (:func:`~model_optimizer.search.sweep.fit.refits`).
+    :data:`CUT_BOOTSTRAP` bootstrap refits (:func:`~model_optimizer.search.core.fit.refits`).
     An extrapolation past the measured range is the least certain part of the curve: the
     point fit alone, flattened by noise, called knees at 0.89 of the true best resolved (the
     simulator's OOM ceiling at CV 10%), while its refits put them as low as 0.77-0.82. Its
@@ -191,24 +185,3 @@ def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: f
         return knee
     hidden = cut_hides(knee.value, windows, failed, threshold, seed=seed)
     return replace(knee, resolved=False, cut=True) if hidden else knee
-
-
-def cut_hides(value: int, windows: Sequence[Window], failed: int, threshold: float, *,
-              seed: int = 0) -> bool:
-    """The cut-range rule (:func:`cut_knee`'s, defined once; the tune judges its winner by
-    it too, ``search/tune/cutoff.py``): True when the fitted curve over ``windows`` may rise
-    above ``value`` by more than the margin in ``value .. failed - 1``, the range a failure
-    cut off: ``value``'s fitted throughput below ``1 - RESOLVED * threshold`` of the fitted
-    best there, in the point fit or at the one-sided :data:`CUT_PERCENTILE` percentile of
-    :data:`CUT_BOOTSTRAP` refits. Too few windows for a fit (``fit.MIN_WINDOWS``, three
-    distinct values) show nothing flat: True."""
-    if len(windows) < MIN_WINDOWS or len({w.value for w in windows}) < 3:
-        return True
-    params, again = refits(windows, seed=seed, bootstrap=CUT_BOOTSTRAP)
-    cut = numpy.arange(value, max(failed, value + 1), dtype=float)
-    inverse = numpy.vstack([params, again])[:, :3] @ numpy.vstack(
-        [1.0 / cut, numpy.ones_like(cut), cut])
-    curve = 1.0 / numpy.maximum(inverse, 1e-12)
-    share = curve[:, 0] / curve.max(axis=1)
-    low = min(float(share[0]), float(numpy.percentile(share[1:], CUT_PERCENTILE)))
-    return low < 1 - RESOLVED * threshold

@@ -1,6 +1,6 @@
 """Predictions from the fitted curve: throughput and TTFT p50/p99 at levels not measured.
 
-**Throughput** is the Universal Scalability Law of :mod:`model_optimizer.search.sweep.fit`, fitted
+**Throughput** is the Universal Scalability Law of :mod:`model_optimizer.search.core.fit`, fitted
 to every window, its band the 5th..95th percentile of refits on windows drawn with
 replacement. The server's drift is, by :class:`Model`:
 
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy
 from scipy.optimize import nnls
 
-from model_optimizer.search.sweep.fit import (
+from model_optimizer.search.core.fit import (
     BOOTSTRAP,
     ITERATIONS,
     MIN_WINDOWS,
@@ -58,7 +58,7 @@ from model_optimizer.search.sweep.fit import (
     Window,
     solve_weighted,
 )
-from model_optimizer.search.sweep.fit import fit_params as fit_throughput
+from model_optimizer.search.core.fit import fit_params as fit_throughput
 
 LATENCIES = ("ttft_p50_ms", "ttft_p99_ms")
 TTFT_WORDS = {"little": "beta_q + alpha_q * N / X(N)",

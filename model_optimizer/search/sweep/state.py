@@ -28,7 +28,7 @@ class SweepState(SearchState):
     server_launches: int = 0            # probe-scan: launches of the scan server
     scan_finished: bool = False         # probe-scan: the levels and re-measurements are done
     ceiling_failed: int | None = None   # a scan server at this max_num_seqs failed for memory
-    knee: dict | None = None            # probe-fit: the fitted knee (search/sweep/fit.py Knee)
+    knee: dict | None = None            # probe-fit: the fitted knee (search/core/fit.py Knee)
     strict: bool = False                # refuse to write a choice that is not resolved
     budget: float | None = None         # minutes for the whole sweep (search/sweep/budget.py)
     step_seconds: list[float] = field(default_factory=list)  # one per history entry

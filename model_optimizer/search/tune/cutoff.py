@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
-from model_optimizer.search.sweep.fit import RESOLVED, Window
-from model_optimizer.search.sweep.fitscan import cut_hides
+from model_optimizer.search.core.cutrange import cut_hides
+from model_optimizer.search.core.fit import RESOLVED, Window
 from model_optimizer.search.tune.ceiling import known_ceiling
 from model_optimizer.search.tune.trials import same_params
 

@@ -107,7 +107,7 @@ def _fitted_summary() -> dict:
     """A probe-fit sweep's summary with its fit (``sweep_fit`` of the rows): issue 11 run 4's
     recorded real windows, with TTFT p50 of the step-time model (the run recorded none)."""
     from model_optimizer.search.sweep.predict import sweep_fit
-    from tests.unit.search.sweep.test_fit import RUN4
+    from tests.unit.search.core.test_fit import RUN4
     from tests.unit.search.sweep.test_predict import truth
 
     rows = [{"step": i + 1, "value": v, "phase": "scan-up", "status": "ok", "qps": q,

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from model_optimizer.archive import failed_status
 from model_optimizer.events import KneeFitted
+from model_optimizer.search.core.fit import Knee
 from model_optimizer.search.sweep.budget import STOP_BUDGET, BudgetCheck
-from model_optimizer.search.sweep.fit import Knee
 from model_optimizer.search.sweep.fitscan import (
     NARROW_ROUNDS,
     FitStep,

@@ -15,8 +15,7 @@ from model_optimizer.search.sweep.predict import (
     fit_curve,
     prediction_grid,
 )
-
-from .test_fit import RUN4
+from tests.unit.search.core.test_fit import RUN4
 
 STEPS = cpu_step_time()  # the CPU step-time model: a USL curve without contention
 

@@ -12,13 +12,13 @@ import pytest
 
 from model_optimizer.engine.factory import MockEngine
 from model_optimizer.recipe import RecipeSpec
+from model_optimizer.search.core.fit import Window, fit_knee, refits, usl_inverse
 from model_optimizer.search.core.scanrules import lowered_ceiling
 from model_optimizer.search.sweep.decide import (
     PHASE_REMEASURE,
     choice_resolved,
     cut_range_unresolved,
 )
-from model_optimizer.search.sweep.fit import Window, fit_knee, refits, usl_inverse
 from model_optimizer.search.sweep.fitscan import cut_knee
 from model_optimizer.search.sweep.model import Point, SweepConfig, relative_grid
 from tests.unit.search.sweep.test_probe_loop import mock_probe_sweep

@@ -13,9 +13,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from model_optimizer.search.core.cutrange import cut_hides
+from model_optimizer.search.core.fit import Window
 from model_optimizer.search.simulate.truth import cpu_step_time
-from model_optimizer.search.sweep.fit import Window
-from model_optimizer.search.sweep.fitscan import cut_hides
 from model_optimizer.search.tune.ceiling import LAUNCHES_ATTR
 from model_optimizer.search.tune.cutoff import cut_off, cut_range
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from model_optimizer.search.sweep.fit import Window, fit_knee, fit_params, knee_on_grid
+from model_optimizer.search.core.fit import Window, fit_knee, fit_params, knee_on_grid
 from model_optimizer.search.sweep.fitscan import PHASE_DOWN, PHASE_UP, coarse_levels, next_step
 from model_optimizer.search.sweep.model import Point, relative_grid
 

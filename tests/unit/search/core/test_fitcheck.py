@@ -4,8 +4,8 @@ not resolved; a USL curve under noise almost never trips the check (known truth,
 import math
 import random
 
-from model_optimizer.search.sweep.fit import Window, fit_knee
-from model_optimizer.search.sweep.fitcheck import knee_contradicted, pure_error
+from model_optimizer.search.core.fit import Window, fit_knee
+from model_optimizer.search.core.fitcheck import knee_contradicted, pure_error
 from model_optimizer.search.sweep.fitscan import coarse_levels
 from model_optimizer.search.sweep.model import relative_grid
 

@@ -1,6 +1,6 @@
 """Do the windows themselves support the fitted knee? A model-free check of its premise.
 
-The fitted knee (``search/sweep/fit.py``) is only as good as its model. The Universal Scalability
+The fitted knee (``search/core/fit.py``) is only as good as its model. The Universal Scalability
 Law rises and flattens (or falls) smoothly; a real server can dip and recover (the
 2026-12-06 judge: 16 read 6.2 req/s, 24-32 5.0-7.2, 48-64 8.0-8.4 on bfloat16 without
 AVX-512), and a smooth fit through such a curve put a "resolved" knee at 28, where no window

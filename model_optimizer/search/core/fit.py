@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy
 from scipy.optimize import nnls
 
-from model_optimizer.search.sweep.fitcheck import Misfit, knee_contradicted
+from model_optimizer.search.core.fitcheck import Misfit, knee_contradicted
 
 #: resolved: the chosen value's lowest bootstrap share is at least 1 - RESOLVED * threshold
 RESOLVED = 1.5
@@ -211,7 +211,7 @@ def refits(windows: Sequence[Window], *, seed: int = 0, bootstrap: int = BOOTSTR
 
 def _misfit(windows: Sequence[Window], params: numpy.ndarray, threshold: float,
             knee: int, fitted: float) -> Misfit | None:
-    """:func:`~model_optimizer.search.sweep.fitcheck.knee_contradicted` with the point fit's drift
+    """:func:`~model_optimizer.search.core.fitcheck.knee_contradicted` with the point fit's drift
     removed from the windows."""
     logs = [math.log(max(w.metric, 1e-9)) - float(params[3]) * w.minute for w in windows]
     return knee_contradicted([w.value for w in windows], logs, knee, fitted, threshold)
