@@ -350,7 +350,9 @@ def curve_record(curve: FittedCurve, grid: Sequence[float], metric: str = "qps")
     over ``grid`` the predicted throughput (under ``metric``, the figure fitted) and TTFT
     quantiles with their bands."""
     xs = [float(x) for x in grid]
-    record: dict = {"model": f"USL {metric} (drift removed, {curve.model.drift}); TTFT_q "
+    drift = curve.model.drift if curve.runs or curve.model.drift != "runs" else (
+        "linear: too few passes of three levels for one factor each")
+    record: dict = {"model": f"USL {metric} (drift removed, {drift}); TTFT_q "
                              f"from Little's law on the fitted {metric} "
                              f"({curve.model.ttft}: {TTFT_WORDS[curve.model.ttft]})",
                     "metric": metric, "windows": curve.windows, "levels": list(curve.levels),
@@ -381,24 +383,52 @@ def _number(value) -> float | None:
     return float(value) if ok else None
 
 
+#: phases that continue the pass before them (the up pass's bisection of its ceiling)
+SAME_PASS = {"ceiling": "scan-up", "bisect": "grow"}
+
+
+def pass_numbers(phases: Sequence[str | None], values: Sequence[object]) -> list[int]:
+    """Each row's pass, from its phase and level in the order measured: a new pass where
+    the phase changes (``ceiling`` bisection stays in the up pass), and a pass over fewer
+    than three levels joined to the pass before it (``runs`` drift fits a factor only to a
+    pass over three levels or more)."""
+    numbers, current, last = [], -1, object()
+    for phase in phases:
+        phase = SAME_PASS.get(phase or "", phase)
+        if phase != last:
+            current, last = current + 1, phase
+        numbers.append(current)
+    levels: dict[int, set] = {}
+    for number, value in zip(numbers, values, strict=True):
+        levels.setdefault(number, set()).add(value)
+    merged: dict[int, int] = {}
+    for number in sorted(levels):
+        small = len(levels[number]) < 3 and number > 0
+        merged[number] = merged[number - 1] if small else number
+    return [merged[n] for n in numbers]
+
+
 def sweep_fit(rows: Sequence[dict], window_minutes: float, *, metric: str = "qps",
               bootstrap: int = BOOTSTRAP, model: Model = DEFAULT) -> dict | None:
     """The fitted curve of a probe sweep's windows (``summary.json`` rows: each a window
-    at concurrency ``value`` on one server, timed by its step; ``metric``: the sweep's
-    objective, as its knee is fitted), as :func:`curve_record` over
-    :func:`prediction_grid`; None when there is too little to fit."""
+    at concurrency ``value`` on one server, timed by its step and in the pass of its
+    phase, :func:`pass_numbers`; ``metric``: the sweep's objective, as its knee is fitted),
+    as :func:`curve_record` over :func:`prediction_grid`; None when there is too little to
+    fit."""
     observed = []
-    for row in rows:
+    passes = pass_numbers([row.get("phase") for row in rows],
+                          [row.get("value") for row in rows])
+    for row, run in zip(rows, passes, strict=True):
         value, qps = _number(row.get("value")), _number(row.get(metric))
         if row.get("status") == "ok" and value is not None and qps is not None:
             observed.append(Observed(value, qps, _number(row.get("ttft_p50_ms")),
                                      _number(row.get("ttft_p99_ms")),
-                                     (int(row.get("step") or 1) - 1) * window_minutes))
+                                     (int(row.get("step") or 1) - 1) * window_minutes, run))
     curve = fit_curve(observed, bootstrap=bootstrap, model=model)
     return None if curve is None else curve_record(curve, prediction_grid(curve.levels),
                                                    metric)
 
 
 __all__ = ["BOOTSTRAP", "DEFAULT", "FIRST", "FittedCurve", "LatencyFit", "Model", "Observed",
-           "curve_record", "fit_curve", "fit_latency", "fit_runs", "prediction_grid",
-           "sweep_fit"]
+           "curve_record", "fit_curve", "fit_latency", "fit_runs", "pass_numbers",
+           "prediction_grid", "sweep_fit"]

@@ -131,7 +131,7 @@ def test_a_fitted_sweep_shows_its_curve_band_and_the_levels_it_predicts(tmp_path
     assert predicted[1][2] == f"{fit['ttft_p50_ms'][first]:,.1f}"
     assert predicted[0][1] == "qps predicted (band)"
     assert "Predicted from the fitted curve at levels not measured" in html
-    assert "measured in the simulator only" in html
+    assert "held-out error on the real engine and in the simulator" in html
 
 
 def test_a_sweep_without_a_fit_draws_no_band(tmp_path):

@@ -59,13 +59,14 @@ def test_probe_fit_writes_the_fitted_knee_and_its_verdict(recipe, tmp_path):  # 
                                                             fit[f"{key}_high"], strict=True))
     html = (outcome.archive / "report.html").read_text()
     assert 'class="band"' in html and 'id="predicted"' in html
-    assert "Predicted from the fitted curve" in html and "measured in the simulator" in html
+    assert "Predicted from the fitted curve" in html
+    assert "on the real engine and in the simulator" in html
     # report.md: the same predictions, labelled as the fit's, one row per level not measured
     assert "**Predicted from the fitted curve** at levels not measured" in report
     unmeasured = [x for x in fit["grid"] if x not in fit["levels"]]
     assert sum(line.startswith(f"| {x:,.1f} | ") for x in unmeasured
                for line in report.splitlines()) == len(unmeasured)
-    assert "not yet measured on the real engine" in report
+    assert "held-out error on the real engine and in the simulator" in report
 
 
 def test_strict_refuses_a_knee_that_is_not_resolved(recipe, tmp_path):  # noqa: F811

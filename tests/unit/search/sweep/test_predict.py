@@ -227,3 +227,38 @@ def test_the_first_model_is_kept_as_it_was():
     curve = fit_curve(windows, model=FIRST)
     assert not curve.runs and curve.params[0, 3] != 0.0  # a straight drift per minute
     assert curve.latency["ttft_p50_ms"].cap[0] == float("inf")
+
+
+def test_pass_numbers_follow_the_phases_and_join_a_pass_of_fewer_than_three_levels():
+    from model_optimizer.search.sweep.predict import pass_numbers
+
+    up, down = [1, 2, 4, 8], [8, 4, 2, 1]
+    phases = ["scan-up"] * 4 + ["ceiling"] + ["scan-down"] * 4 + ["narrow"] * 4
+    values = [*up, 6, *down, 4, 8, 4, 8]
+    # the ceiling's bisection stays in the up pass; narrowing over two levels joins the down
+    assert pass_numbers(phases, values) == [0] * 5 + [1] * 8
+    assert pass_numbers([*phases[:9], "narrow", "narrow", "narrow"], [*values[:9], 2, 4, 8]) \
+        == [0] * 5 + [1] * 4 + [2] * 3
+    assert pass_numbers([None, None, None], [1, 2, 3]) == [0, 0, 0]
+
+
+def test_a_sweeps_two_passes_are_fitted_one_factor_each_in_its_report():
+    """Summary rows carry their phase; a server 10% slower on the way down is one factor
+    per pass (``runs``), not a line in minutes, and the report's curve is the passes' mean."""
+    from model_optimizer.search.sweep.predict import sweep_fit
+
+    levels = coarse_levels(1, 64)
+    rows = []
+    for phase, factor, order in (("scan-up", 1.0, levels), ("scan-down", 0.9,
+                                                              list(reversed(levels)))):
+        for n in order:
+            rows.append({"step": len(rows) + 1, "value": n, "phase": phase, "status": "ok",
+                         "qps": truth(n)["qps"] * factor,
+                         "ttft_p50_ms": truth(n)["ttft_p50_ms"] / factor})
+    fit = sweep_fit(rows, 1 / 3, bootstrap=0)
+    assert "(drift removed, runs)" in fit["model"]
+    mean = (1.0 * 0.9) ** 0.5  # the factors' mean in logs is the curve drawn
+    for x, qps in zip(fit["grid"], fit["qps"], strict=True):
+        assert qps == pytest.approx(truth(x)["qps"] * mean, rel=0.01), x
+    one_pass = sweep_fit([{**r, "phase": "scan-up"} for r in rows], 1 / 3, bootstrap=0)
+    assert "linear: too few passes" in one_pass["model"]
