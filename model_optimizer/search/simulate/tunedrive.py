@@ -14,7 +14,8 @@ confirmed by a launch of its own, its runner-up side by side where it may be as 
 (:class:`~model_optimizer.search.simulate.tuning.SimEngine`); the study lives in memory, nothing is
 archived, nothing sleeps. The tune's warning is the confirmation's: "not resolved" when the
 written configuration's own launch reads below its scan figure, when the pooled noise is above
-the plateau threshold, or when the range above it that a failure cut off may hide the best.
+the plateau threshold, when the range above it that a failure cut off may hide the best, or
+when it is not shown ahead of another combination of the other knobs by the margin.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The margin a sweep's choice must show before it is called resolved.
+"""The margin a sweep's choice must show before it is called resolved (the rule itself,
+the bound of one comparison, is the search core's: ``search/core/margin.py``; this module
+decides which of the sweep's windows are the knee's and each rival's).
 
 The knee ``K`` (the smallest acceptable value within the plateau threshold ``t`` of the
 best) must be at least ``1 - 2t`` (0.90 at 5%: the share below which a choice counts as
@@ -28,54 +30,12 @@ for itself. At a measured noise of zero every window counts.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from model_optimizer.search.core.sequential import Paired, adjacent_pairs, t95
+from model_optimizer.search.core.margin import Margin, compare, margin_share
+from model_optimizer.search.core.sequential import adjacent_pairs
 from model_optimizer.search.sweep.pool import PHASE_REMEASURE, key_of, measured_noise, pooled
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The knee against one other value: the one-sided 95% lower bound of knee / other (the
-    better of the unpaired and, with two or more pairs, the ``paired`` bound)."""
-
-    value: Any
-    bound: float
-    paired: Paired | None = None
-
-    def to_dict(self) -> dict:
-        """JSON form for the decision record."""
-        return {"against": self.value, "low": round(self.bound, 4),
-                **({"paired": self.paired.to_dict()} if self.paired else {})}
-
-
-@dataclass(frozen=True)
-class Margin:
-    """The knee's comparisons: ``knee`` the value judged, ``share`` the margin it must show
-    (``1 - 2t``); ``comparisons`` None when the knee lacks re-measured windows of its own."""
-
-    knee: Any
-    share: float
-    comparisons: tuple[Comparison, ...] | None
-
-    @property
-    def weakest(self) -> Comparison | None:
-        """The comparison whose bound falls shortest (None without comparisons)."""
-        return min(self.comparisons, key=lambda c: c.bound) if self.comparisons else None
-
-    @property
-    def shortfall(self) -> float | None:
-        """How far the weakest bound falls short of ``share`` (inf: the knee lacks windows of
-        its own), None when the margin is shown."""
-        if self.comparisons is None:
-            return math.inf
-        weakest = self.weakest
-        return None if weakest is None or weakest.bound >= self.share else \
-            self.share - weakest.bound
 
 
 def margin_of(threshold: float, history: Sequence[Any], value: Any = None,
@@ -90,7 +50,7 @@ def margin_of(threshold: float, history: Sequence[Any], value: Any = None,
     if not points:
         return None
     value = knee_value(threshold, history) if value is None else value
-    share = 1 - 2 * threshold
+    share = margin_share(threshold)
     exact = noise["cv"] == 0
     named = 0 if exact else _named_at(threshold, history, value)
     own = _remeasured([p for i, p in enumerate(history) if i != named - 1], value, exact)
@@ -106,13 +66,9 @@ def margin_of(threshold: float, history: Sequence[Any], value: Any = None,
             continue
         theirs = _remeasured(history, point.value, exact)
         theirs = theirs if len(theirs) >= 2 else _remeasured(history, point.value, True)
-        spread = noise["cv"] * math.sqrt(1 / len(own) + 1 / len(theirs))
-        quantile = t95(noise["windows"] - noise["values"])
-        bound = statistics.fmean(own) / statistics.fmean(theirs) - quantile * spread
-        pairs = None if exact else Paired.of(
-            adjacent_pairs(series, key_of(value), key_of(point.value), skip))
-        comparisons.append(Comparison(point.value, max(bound, pairs.bound() if pairs else
-                                                       bound), pairs))
+        pairs = () if exact else adjacent_pairs(series, key_of(value), key_of(point.value),
+                                                skip)
+        comparisons.append(compare(point.value, own, theirs, noise, pairs))
     return Margin(value, share, tuple(comparisons))
 
 

@@ -21,6 +21,11 @@ before the revision is written:
    judges whether the curve fitted to those knobs' windows may rise above it by more than
    the margin before that level (``search/tune/cutoff.py``): then it is **not resolved**
    either.
+5. **The margin over the other combinations.** The written configuration must be shown to
+   be at least ``1 - 2t`` of each feasible configuration of every other combination of the
+   knobs but max_num_seqs (each other block_size, say) at one-sided 95%, by the sweep's
+   margin rule (``search/core/margin.py``; which windows count: ``search/tune/margin.py``);
+   a combination it is not shown ahead of makes it **not resolved**, named with its bound.
 
 At most :data:`CONFIRM_CANDIDATES` configurations are launched; a confirmation already in
 the tune's state (a resumed tune) is not launched again.
@@ -41,6 +46,7 @@ from model_optimizer.search.measure import objective_half_width, step_figures
 from model_optimizer.search.tune.ceiling import SCANNED
 from model_optimizer.search.tune.cutoff import cut_off
 from model_optimizer.search.tune.host import ScanHost
+from model_optimizer.search.tune.margin import margin_warnings
 from model_optimizer.search.tune.space import trial_recipe
 from model_optimizer.search.tune.trials import same_params
 
@@ -115,10 +121,12 @@ def confirm_best(host: ScanHost, ranked: list[FrozenTrial]) -> ConfirmVerdict:
     notes += _side_by_side(passed, chosen, metric)
     runner_up = next((t.number for t, _ in passed if t is not chosen), None)
     threshold = host.loaded.resolved["sweep"]["plateau_threshold"]
-    warnings = [*_shortfall(chosen, record, metric),
-                *_too_noisy(tune_noise(ranked, host.confirmations, metric), threshold),
-                *cut_off(chosen, host.study.get_trials(deepcopy=False), SCANNED, threshold,
-                         host.config.seed or 0)]
+    noise, trials = tune_noise(ranked, host.confirmations, metric), \
+        host.study.get_trials(deepcopy=False)
+    warnings = [*_shortfall(chosen, record, metric), *_too_noisy(noise, threshold),
+                *cut_off(chosen, trials, SCANNED, threshold, host.config.seed or 0),
+                *margin_warnings(chosen, trials, _confirmed(host.confirmations, metric),
+                                 SCANNED, threshold, noise)]
     return ConfirmVerdict(chosen, record["figures"], tuple(notes), tuple(warnings),
                           runner_up)
 
@@ -146,6 +154,13 @@ def tune_noise(trials: list[FrozenTrial], confirmations: list[dict],
             reading = confirmed_reading(record, metric)
             add(record["params"], reading.value if reading is not None else None)
     return pooled_cv(group for _, group in groups)
+
+
+def _confirmed(confirmations: list[dict], metric: str) -> list[tuple[dict, float]]:
+    """(parameters, figure) of each confirming launch that passed, in the order they ran."""
+    readings = [(r["params"], confirmed_reading(r, metric)) for r in confirmations
+                if r.get("ok")]
+    return [(params, reading.value) for params, reading in readings if reading is not None]
 
 
 def _too_noisy(noise: dict | None, threshold: float) -> list[str]:

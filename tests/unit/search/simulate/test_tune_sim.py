@@ -106,3 +106,21 @@ def test_a_winner_below_a_range_a_failure_cut_off_is_not_resolved(name, seed, wr
     run = run_tune(surface, REGIMES["cv5"], seed)
     assert run.chosen == written and surface.ratio(run.chosen) < 0.90
     assert run.warned and any(why in w and "cut-range" in w for w in run.warnings)
+
+
+
+def test_a_wrong_block_size_by_a_hair_is_not_resolved():
+    # resolved before the margin over the other combinations (2026-12-07, 300 repetitions at
+    # CV 5%): 42 x 32 at 0.898 of the true best, its own launch level with 61 x 32 and the
+    # scan's 64 x 64 and 64 x 128 within the noise of it. The other three cases of that run
+    # (OOM seed 178, SLO edge seeds 48 and 172) stay resolved: no other block_size was
+    # measured above 16 there (a failure cut their scans off), so every value the tune
+    # measured is clearly below the choice and the margin over them is shown
+    surface = surfaces()["monotone"]
+    run = run_tune(surface, REGIMES["cv5"], 52)
+    assert run.chosen == {"max_num_seqs": 42, "block_size": 32}
+    assert surface.ratio(run.chosen) < 0.90
+    margin = [w for w in run.warnings if "is not shown to be at least 90% of" in w]
+    assert run.warned and len(margin) == 2
+    assert "cannot tell {'block_size': 64} apart" in margin[0]
+    assert "cannot tell {'block_size': 128} apart" in margin[1]

@@ -68,8 +68,12 @@ def test_the_runner_up_is_confirmed_side_by_side_and_the_higher_confirmed_is_wri
     verdict = confirm(engine, [(WINNER, 100.0, 5.0), (RUNNER_UP, 97.0, 5.0)])
     assert engine.confirmed == [WINNER, RUNNER_UP]
     assert verdict.trial.params == RUNNER_UP and verdict.figures["qps"] == 96.0
-    assert verdict.runner_up is not None and verdict.resolved
+    assert verdict.runner_up is not None
     assert "side by side" in verdict.note() and "runner-up confirmed higher" in verdict.note()
+    # 96 by its own launch against block_size 64's 100 and 94: a tie within the noise, so
+    # the margin over block_size 64 is not shown (``search/tune/margin.py``)
+    [warning] = verdict.warnings
+    assert not verdict.resolved and "cannot tell {'block_size': 64} apart" in warning
 
 
 def test_a_runner_up_below_the_winners_confirmed_figure_is_not_launched():
