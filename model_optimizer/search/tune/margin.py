@@ -81,16 +81,17 @@ def margin_warnings(chosen: FrozenTrial, trials: Sequence[FrozenTrial],
     weakest: dict[str, Comparison] = {}
     for comparison in margin.short():
         weakest.setdefault(repr(_combination(comparison.value, scanned)), comparison)
-    return [_words(chosen, c, scanned, share, noise) for c in weakest.values()]
+    cv = float((noise or {}).get("cv") or 0.0)  # a margin is judged only at a known noise
+    return [_words(chosen, c, scanned, share, cv) for c in weakest.values()]
 
 
 def _words(chosen: FrozenTrial, comparison: Comparison, scanned: str, share: float,
-           noise: dict) -> str:
+           cv: float) -> str:
     """The warning for one combination the choice is not told apart from."""
     combination = _combination(comparison.value, scanned)
     return (f"trial {chosen.number} {dict(chosen.params)} is not shown to be at least "
             f"{share:.0%} of {comparison.value} (one-sided 95% lower bound of the ratio "
-            f"{comparison.bound:.3f}, at the tune's noise CV {noise['cv']:.1%}): the tune "
+            f"{comparison.bound:.3f}, at the tune's noise CV {cv:.1%}): the tune "
             f"cannot tell {combination} apart from the choice's "
             f"{_combination(chosen.params, scanned)} (sweep {scanned} with each, or tune "
             "again with longer windows)")
