@@ -12,12 +12,15 @@ residuals over the window's time ``t`` (minutes since the first window):
 
 The knee is the smallest grid value whose fitted throughput (drift removed) is within
 ``plateau_threshold`` of the fitted maximum over the measured range. A bootstrap over
-windows (refit on windows drawn with replacement) gives the knee's band and the band of the
-chosen value's share of the maximum. The choice is **resolved** when that share's lower
-bound (the lowest over the bootstrap) stays at or above ``1 - 1.5 * plateau_threshold``
-(0.925 at the default 5%), a margin under the 0.90 that would make the choice wrong.
-Otherwise the verdict is ``not resolved at this noise``, with the number of further windows
-the band suggests.
+windows (refit on windows drawn with replacement) gives the knee's band and the lowest share
+of the maximum the chosen value reaches over the refits (reported). The choice is
+**resolved** when the windows rule out, by the robust likelihood-ratio test of
+:mod:`~model_optimizer.search.core.sharetest` at one-sided 97.5%, every fitted curve that
+puts it below ``1 - 1.5 * plateau_threshold`` (0.925 at the default 5%) of that curve's best,
+a margin under the 0.90 that would make the choice wrong (until 2026-12-07: the lowest
+refit's share, which a flat-looking noisy scan fooled; that module says why). Otherwise the
+verdict is ``not resolved at this noise``, with the number of further windows the test
+suggests.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from model_optimizer.search.core.robust import (
 )
 from model_optimizer.search.core.sharetest import share_test
 
-#: resolved: the chosen value's lowest bootstrap share is at least 1 - RESOLVED * threshold
+#: resolved: a share below 1 - RESOLVED * threshold is ruled out (``sharetest``)
 RESOLVED = 1.5
 #: bootstrap refits behind a band
 BOOTSTRAP = 40

@@ -12,11 +12,11 @@ drop-in-dispersion test of an M-estimator (Ronchetti 1982; Heritier and Ronchett
 of freedom under the constraint. Its signed root is compared with Student's t at
 :data:`ALPHA` one-sided on the windows' residual degrees of freedom.
 
-Why not the bootstrap of the share at the chosen value (the rule before 2026-12-07's third
-run): the share's spread is a function of the curve, and it is narrowest where the fit is
-flattest. At CV 30% with collapses a scan whose low levels read high looks flat; the point
-fit then saturates early, every refit agrees that the chosen value is near the flat top, and
-the lowest of 40 refits read 0.927-0.933 where the truth was 0.77 (the simulator's monotone
+Why not the bootstrap of the share at the chosen value (the rule until 2026-12-07): the
+share's spread is a function of the curve, and it is narrowest where the fit is flattest. At
+CV 30% with collapses a scan whose low levels read high looks flat; the point fit then
+saturates early, every refit agrees that the chosen value is near the flat top, and the
+lowest of 40 refits read 0.927-0.933 where the truth was 0.77 (the simulator's monotone
 curve, seeds 14, 40, 148, 278; a fresh-noise resample of the same design spread 5 times
 wider than the bootstrap). The truth fell below the 2.5th percentile of 400 refits in 17% of
 150 repetitions. The test asks the windows directly how badly the best curve with a low share
