@@ -12,12 +12,15 @@ residuals over the window's time ``t`` (minutes since the first window):
 
 The knee is the smallest grid value whose fitted throughput (drift removed) is within
 ``plateau_threshold`` of the fitted maximum over the measured range. A bootstrap over
-windows (refit on windows drawn with replacement) gives the knee's band and the band of the
-chosen value's share of the maximum. The choice is **resolved** when that share's lower
-bound (the lowest over the bootstrap) stays at or above ``1 - 1.5 * plateau_threshold``
-(0.925 at the default 5%), a margin under the 0.90 that would make the choice wrong.
-Otherwise the verdict is ``not resolved at this noise``, with the number of further windows
-the band suggests.
+windows (refit on windows drawn with replacement) gives the knee's band and the lowest share
+of the maximum the chosen value reaches over the refits (reported). The choice is
+**resolved** when the windows rule out, by the robust likelihood-ratio test of
+:mod:`~model_optimizer.search.core.sharetest` at one-sided 97.5%, every fitted curve that
+puts it below ``1 - 1.5 * plateau_threshold`` (0.925 at the default 5%) of that curve's best,
+a margin under the 0.90 that would make the choice wrong (until 2026-12-07: the lowest
+refit's share, which a flat-looking noisy scan fooled; that module says why). Otherwise the
+verdict is ``not resolved at this noise``, with the number of further windows the test
+suggests.
 """
 
 from __future__ import annotations
@@ -30,12 +33,18 @@ import numpy
 from scipy.optimize import nnls
 
 from model_optimizer.search.core.fitcheck import Misfit, knee_contradicted
+from model_optimizer.search.core.robust import (
+    ITERATIONS,
+    scale_of,
+    soft_l1,
+    weighted_slope,
+)
+from model_optimizer.search.core.sharetest import share_test
 
-#: resolved: the chosen value's lowest bootstrap share is at least 1 - RESOLVED * threshold
+#: resolved: a share below 1 - RESOLVED * threshold is ruled out (``sharetest``)
 RESOLVED = 1.5
-#: bootstrap refits behind a band; reweighting iterations of one fit; the smallest soft-L1
-#: scale (log units; the scale is 1.4826 median absolute deviations of the residuals)
-BOOTSTRAP, ITERATIONS, SCALE = 40, 6, 0.05
+#: bootstrap refits behind a band
+BOOTSTRAP = 40
 MIN_WINDOWS = 4
 
 
@@ -64,6 +73,8 @@ class Knee:
     cut: bool = False                # the best may lie above a lowered scan ceiling
     misfit: dict | None = None       # a level the curve misses beyond its noise (fitcheck)
     budget_spent: bool = False       # the time budget ended the scan before it finished
+    evidence: tuple[float, float] = (0.0, 0.0)  # the share test's root and its critical value
+    bound: float = 0.925             # the share the test rules out below (sharetest)
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -80,8 +91,8 @@ class Knee:
         """Resolved, contradicted by its windows, cut by a lowered ceiling, or noisy."""
         band = f"{self.band[0]}..{self.band[1]}"
         if self.resolved:
-            return (f"knee {self.value} (band {band}; at least {self.share_low:.0%} of the "
-                    f"fitted best), resolved over {self.windows} windows")
+            return (f"knee {self.value} (band {band}; a share below {self._bound()} of the "
+                    f"fitted best ruled out), resolved over {self.windows} windows")
         if self.misfit:
             return (f"not resolved: knee {self.value}, but the fitted curve does not describe "
                     f"this server there: {Misfit(**self.misfit).words()}; more windows do "
@@ -90,9 +101,14 @@ class Knee:
             return (f"not resolved: knee {self.value}, band {band}, but the scan ceiling was "
                     "lowered after a launch failed for memory, and the fitted curve may rise "
                     "above it (the best may lie in the range the failure cut off)")
-        return (f"not resolved at this noise: knee {self.value}, band {band}, the choice may "
-                f"be as low as {self.share_low:.0%} of the best; about {self.more_windows} "
-                "more windows near the knee would resolve it")
+        return (f"not resolved at this noise: knee {self.value}, band {band}, the windows do "
+                f"not rule out a curve that puts it below {self._bound()} of its best (the "
+                f"refits: as low as {self.share_low:.0%}); about {self.more_windows} more "
+                "windows near the knee would resolve it")
+
+    def _bound(self) -> str:
+        """The share the test rules out below (``sharetest``), as the verdict names it."""
+        return f"{self.bound:.1%}"
 
 
 def usl_inverse(params: numpy.ndarray, n: numpy.ndarray) -> numpy.ndarray:
@@ -122,11 +138,9 @@ def fit_params(windows: Sequence[Window], drift: bool = True,
         model = numpy.maximum(coef @ design.T, 1e-12)
         residual = numpy.log(model / observed)   # log X_obs - log X(N)
         if drift:
-            slope = _weighted_slope(minutes, residual, counts * robust)
+            slope = weighted_slope(minutes, residual, counts * robust)
         left = residual - slope[:, None] * minutes
-        scale = numpy.maximum(SCALE, 1.4826 * numpy.median(
-            numpy.abs(left - numpy.median(left, axis=1, keepdims=True)), axis=1))
-        robust = 1.0 / numpy.sqrt(1.0 + (left / scale[:, None]) ** 2)
+        robust = soft_l1(left, scale_of(left))
     return numpy.column_stack([coef, slope])
 
 
@@ -145,19 +159,6 @@ def solve_weighted(design: numpy.ndarray, target: numpy.ndarray, weights: numpy.
         root = numpy.sqrt(weights[row])
         coef[row], _ = nnls(design * root[:, None], target[row] * root)
     return coef
-
-
-def _weighted_slope(x: numpy.ndarray, y: numpy.ndarray, weights: numpy.ndarray
-                    ) -> numpy.ndarray:
-    """The weighted least-squares slope of each row of y on x (0 where x does not vary),
-    bounded to +-5% per minute."""
-    total = numpy.maximum(weights.sum(axis=1), 1e-12)
-    mean_x = (weights * x).sum(axis=1) / total
-    mean_y = (weights * y).sum(axis=1) / total
-    spread = (weights * (x - mean_x[:, None]) ** 2).sum(axis=1)
-    joint = (weights * (x - mean_x[:, None]) * (y - mean_y[:, None])).sum(axis=1)
-    slope = numpy.where(spread > 0, joint / numpy.maximum(spread, 1e-12), 0.0)
-    return numpy.clip(slope, -0.05, 0.05)
 
 
 def knee_on_grid(params: numpy.ndarray, grid: Sequence[int], threshold: float
@@ -187,14 +188,17 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
     fitted = float(1.0 / max(float(usl_inverse(params[0], numpy.array([grid[position]]))[0]),
                              1e-12))
     misfit = _misfit(windows, params[0], threshold, grid[position], fitted)
-    resolved = share_low >= 1 - RESOLVED * threshold and misfit is None
+    test = share_test(numpy.array([(w.value, w.metric, w.minute) for w in windows]),
+                      list(grid), position, 1 - RESOLVED * threshold, params[0])
+    resolved = test.shown and misfit is None
     params = params[0]
     return Knee(int(grid[position]), (int(numpy.quantile(knees, 0.05, method="lower")),
                                       int(numpy.quantile(knees, 0.95, method="higher"))),
                 float(share[0, position]), share_low, resolved, float(params[3]) * 10.0,
-                len(windows), 0 if resolved or misfit else _more_windows(
-                    len(windows), share_low, threshold), fitted,
-                misfit=None if misfit is None else asdict(misfit))
+                len(windows), 0 if resolved or misfit else test.more_windows(len(windows)),
+                fitted, misfit=None if misfit is None else asdict(misfit),
+                evidence=(round(test.root, 3), round(test.critical, 3)),
+                bound=1 - RESOLVED * threshold)
 
 
 def refits(windows: Sequence[Window], *, seed: int = 0, bootstrap: int = BOOTSTRAP
@@ -215,12 +219,3 @@ def _misfit(windows: Sequence[Window], params: numpy.ndarray, threshold: float,
     removed from the windows."""
     logs = [math.log(max(w.metric, 1e-9)) - float(params[3]) * w.minute for w in windows]
     return knee_contradicted([w.value for w in windows], logs, knee, fitted, threshold)
-
-
-
-
-def _more_windows(count: int, share_low: float, threshold: float) -> int:
-    """Windows that would shrink the band enough, by the 1/sqrt(n) rule of thumb."""
-    gap = max(1e-3, 1.0 - share_low)
-    wanted = RESOLVED * threshold
-    return max(2, math.ceil(count * ((gap / wanted) ** 2 - 1)))

@@ -199,7 +199,7 @@ def render_report(sweep_id: str, loaded, state, summary: dict, rows: list[dict])
         knee = state.knee
         lines.append(f"- fitted knee {knee['value']}, band {knee['band'][0]}..{knee['band'][1]}"
                      f", the chosen value at least {knee['share_low']:.0%} of the fitted best "
-                     f"over {knee['windows']} windows: **"
+                     f"in 40 refits over {knee['windows']} windows: **"
                      f"{_knee_words(knee)}**"
                      + ("" if knee["resolved"] or knee.get("misfit") else
                         f" (about {knee['more_windows']} more windows near the knee would "

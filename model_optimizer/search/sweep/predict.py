@@ -52,13 +52,12 @@ from scipy.optimize import nnls
 
 from model_optimizer.search.core.fit import (
     BOOTSTRAP,
-    ITERATIONS,
     MIN_WINDOWS,
-    SCALE,
     Window,
     solve_weighted,
 )
 from model_optimizer.search.core.fit import fit_params as fit_throughput
+from model_optimizer.search.core.robust import ITERATIONS, SCALE
 
 LATENCIES = ("ttft_p50_ms", "ttft_p99_ms")
 TTFT_WORDS = {"little": "beta_q + alpha_q * N / X(N)",

@@ -119,16 +119,53 @@ GPU_CV10_SEED51 = [
 
 
 def test_the_gpu_miss_at_cv10_is_the_windows_not_the_drift():
-    """Issue 35's open miss, pinned: the fitted drift (+24% per 10 min against the server's
-    -3%) moves the knee one grid step (22 against 24 without it), both below 0.90 of the
-    truth, so no rule on the drift or on the unfinished down pass would be principled for
-    it; the bootstrap's lowest share stays above 0.925 even over 2000 refits' 2.5th
-    percentile (0.929). Left open: docs/benchmarks/search-simulator.md."""
+    """Issue 35's once-open miss, pinned: the fitted drift (+24% per 10 min against the
+    server's -3%) moves the knee one grid step (22 against 24 without it), both below 0.90
+    of the truth; the bootstrap's lowest share stayed above 0.925 (0.930: resolved by the rule
+    before 2026-12-07's third run), the share test does not rule out a curve that puts 22
+    below 0.925 of its best (``search/core/sharetest.py``)."""
     windows = [Window(n, qps, minute=i / 3) for i, (n, qps) in enumerate(GPU_CV10_SEED51)]
     grid = relative_grid(1, 256)
     knee = fit_knee(windows, grid, 0.05, seed=51)
-    assert knee.value == 22 and knee.resolved and knee.drift_per_10min > 0.2
+    assert knee.value == 22 and knee.drift_per_10min > 0.2
+    assert knee.share_low > 0.925 and not knee.resolved
+    assert knee.evidence[0] < knee.evidence[1]
     still = fit_params(windows, drift=False)
     index, _ = knee_on_grid(still, grid, 0.05)
     truth = [n / (14.6 + 3.85 * n) for n in (grid[int(index[0])], 256)]
     assert grid[int(index[0])] == 24 and truth[0] / truth[1] < 0.90
+
+
+#: the simulator's monotone CPU curve at CV 30% with collapses, seed 148 (15-min budget: up,
+#: down, one narrowing round; 20 s a window): the low levels read high and the top low, so
+#: the fit saturates early and puts the knee at 22 (0.770 of the true best; the true knee is
+#: 48); every one of 40 refits agreed (lowest share 0.927), as refits of a flat-looking fit do
+CPU_CV30_SEED148 = [
+    (1, 3.265), (2, 11.499), (3, 16.728), (4, 14.216), (6, 9.851), (8, 31.61), (12, 37.578),
+    (16, 46.35), (24, 64.481), (32, 64.404), (48, 53.262), (64, 50.697), (64, 50.663),
+    (48, 54.935), (32, 47.549), (24, 61.624), (16, 29.982), (12, 46.735), (8, 21.769),
+    (6, 36.193), (4, 23.045), (3, 13.065), (2, 14.169), (1, 4.99), (16, 68.255), (24, 82.873),
+    (32, 56.343), (64, 59.704)]
+#: the GPU curve at CV 5%, seed 0: a knee the share test must still resolve (44, 0.934 of
+#: the true best)
+GPU_CV5_SEED0 = [
+    (1, 0.402), (2, 0.757), (3, 0.958), (4, 1.118), (6, 1.197), (8, 1.398), (12, 1.463),
+    (16, 1.861), (24, 1.764), (32, 1.799), (48, 1.719), (64, 1.849), (96, 2.048), (128, 1.866),
+    (192, 1.998), (256, 1.973), (256, 1.914), (192, 2.036), (128, 2.116), (96, 1.978),
+    (64, 1.953), (48, 1.996), (32, 1.799), (24, 1.752)]
+
+
+def test_a_flat_looking_noisy_scan_is_not_resolved_though_its_refits_agree():
+    """The bootstrap's share at the chosen value is narrowest where the fit is flattest; the
+    share test fits the windows under the constraint and finds the low-share curve fits them
+    nearly as well, so the choice at 0.77 of the truth is not resolved."""
+    knee = fit_knee(windows(CPU_CV30_SEED148), GRID, 0.05, seed=148)
+    assert knee.value == 22 and knee.share_low > 0.925      # the old rule: resolved
+    assert not knee.resolved and knee.evidence[0] < knee.evidence[1]
+    assert knee.verdict().startswith("not resolved at this noise") and knee.more_windows > 0
+
+
+def test_a_quiet_knee_is_still_resolved_by_the_share_test():
+    knee = fit_knee(windows(GPU_CV5_SEED0), relative_grid(1, 256), 0.05, seed=0)
+    assert knee.value == 44 and knee.resolved and knee.evidence[0] > knee.evidence[1]
+    assert "ruled out), resolved over 24 windows" in knee.verdict()

@@ -114,7 +114,11 @@ OOM_CV30_SEED192 = [
 def test_the_cut_range_is_judged_on_a_percentile_of_enough_refits_not_the_lowest_of_40():
     windows = [Window(n, qps, minute=i / 3) for i, (n, qps) in enumerate(OOM_CV30_SEED192)]
     knee = fit_knee(windows, relative_grid(1, 32), 0.05, seed=192)
-    assert knee is not None and knee.resolved and knee.value == 18
+    assert knee is not None and knee.value == 18
+    # since 2026-12-07's third run the share test already refuses 18 inside 1..32
+    # (search/core/sharetest.py); the cut rule is judged on it as if it had resolved
+    assert not knee.resolved and knee.share_low >= 0.925
+    knee = replace(knee, resolved=True)
     # the old rule: the lowest share over the point fit and the band's 40 refits
     params, again = refits(windows, seed=192)
     cut = numpy.arange(18, 64, dtype=float)
