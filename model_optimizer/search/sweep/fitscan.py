@@ -12,10 +12,11 @@ phases, every window feeding one fit (:mod:`model_optimizer.search.core.fit`):
    level's two windows are as far from the pass's turn, up and down). When the time budget
    cannot hold every level (``steps_left``: the windows left by the budget's own check,
    ``search/sweep/budget.py``), the pass measures instead where the choice is decided
-   (:func:`down_plan`): the top (the plateau the knee's share is of) and the coarse level
-   nearest the knee fitted on the up pass, in turns, until the budget ends; the two
-   alternate, so a drift moves both alike and leaves their ratio, the knee's share, as it
-   was, and their repeats make it a time trend the fit sees;
+   (:func:`down_plan`): the top (the plateau the knee's share is of) and the two coarse
+   levels nearest the knee fitted on the up pass, top to bottom, in turns until the budget
+   ends; the three take turns, so a drift moves them alike (their mean times within one
+   turn of each other) and leaves the knee's share as it was, and their repeats make the
+   drift a time trend the fit sees;
 3. **narrow**: while the knee's band is not resolved, the coarse levels inside the band (and
    the knee's neighbours) once more, interleaved, at most ``rounds`` times.
 
@@ -129,12 +130,13 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
 def down_plan(usable: list[int], knee: Knee | None, room: int | None) -> list[int]:
     """The down pass's levels in order: every acceptable level top to bottom when ``room``
     (the windows the budget holds for the pass; None: no budget) holds them all, or before
-    there is a knee; else the top and the level nearest the knee fitted on the up pass, in
-    turns, ``room`` windows (see the module docstring)."""
+    there is a knee; else the top and the two levels nearest the knee fitted on the up pass,
+    top to bottom, again and again, ``room`` windows (see the module docstring)."""
     if room is None or room >= len(usable) or knee is None or len(usable) < 2:
         return usable[::-1]
-    nearest = min(usable[:-1], key=lambda v: (abs(math.log(v / knee.value)), -v))
-    return [(usable[-1], nearest)[turn % 2] for turn in range(max(1, room))]
+    nearest = sorted(usable[:-1], key=lambda v: (abs(math.log(v / knee.value)), -v))[:2]
+    turn = sorted({*nearest, usable[-1]}, reverse=True)
+    return [turn[step % len(turn)] for step in range(max(1, room))]
 
 
 def _down_pass(history: Sequence[Point], usable: list[int], room: int | None,

@@ -1,6 +1,6 @@
 """The probe-fit scan's down pass under a time budget (``search/sweep/fitscan.py``, issue 35):
 a budget that holds every level keeps the top-to-bottom order; one that does not spends its
-windows on the top and the level nearest the knee, in turns, instead of walking the flat top;
+windows on the top and the two levels nearest the knee, in turns, instead of the flat top;
 the budget's count is the live check's own (``search/sweep/budget.py``)."""
 
 import pytest
@@ -66,11 +66,11 @@ def test_a_room_that_holds_every_level_keeps_the_top_to_bottom_order():
     assert down_plan(GPU_LEVELS, None, 8) == GPU_LEVELS[::-1]         # no knee yet
 
 
-def test_a_short_room_alternates_the_top_and_the_level_nearest_the_knee():
-    assert down_plan(GPU_LEVELS, knee(56, (32, 64)), 8) == [256, 64] * 4
-    assert down_plan(GPU_LEVELS, knee(22, (12, 48)), 5) == [256, 24, 256, 24, 256]
-    assert down_plan(GPU_LEVELS, knee(256, (192, 256)), 3) == [256, 192, 256]
-    assert down_plan([4, 8], knee(8, (4, 8)), 1) == [8]
+def test_a_short_room_takes_the_top_and_the_two_levels_nearest_the_knee_in_turns():
+    assert down_plan(GPU_LEVELS, knee(56, (32, 64)), 8) == [256, 64, 48] * 2 + [256, 64]
+    assert down_plan(GPU_LEVELS, knee(22, (12, 48)), 5) == [256, 24, 16, 256, 24]
+    assert down_plan(GPU_LEVELS, knee(256, (192, 256)), 4) == [256, 192, 128, 256]
+    assert down_plan([4, 8, 16], knee(8, (4, 8)), 2) == [16, 8]
 
 
 @pytest.mark.parametrize("budget", [None, 24 + 24, 24 + 12])
@@ -85,8 +85,8 @@ def test_a_budget_short_of_the_down_pass_measures_the_knee_and_the_top():
     history = scan(gpu, 256, 16 + 8)   # the simulator's 15 minutes: 16 up, 8 down
     assert [p.value for p in history if p.phase == PHASE_UP] == GPU_LEVELS
     down = [p.value for p in history if p.phase == PHASE_DOWN]
-    # the old order measured 256 ... 24; this one the top and the knee's nearest level
-    assert down == [256, 64] * 4
+    # the old order measured 256 ... 24; this one the top and the knee's nearest levels
+    assert down == [256, 64, 48] * 2 + [256, 64]
 
 
 @pytest.mark.parametrize("seed", [51, 119])
@@ -104,8 +104,8 @@ def test_the_gpu_misses_at_cv10_are_no_longer_confidently_wrong(seed):
 def test_the_live_probe_fit_scan_asks_the_budget_how_many_windows_are_left(
         recipe, tmp_path, clock, monkeypatch):  # noqa: F811
     """The live strategy passes its budget check's count (``SweepSteps.steps_left``): a
-    budget that ends the down pass early spends it on the top and one level in turns (here
-    64 and 16, the knee 18 of the quiet fake curve)."""
+    budget that ends the down pass early spends it on the top and two levels in turns (here
+    64, 24 and 16 around the knee 18 of the quiet fake curve)."""
     monkeypatch.setattr(choice_module, "run_recipe", fake_confirmation(clock, tmp_path))
     outcome, measure, state, summary = clocked_sweep(
         recipe, tmp_path, clock, "probe-fit", 10, [f"sweep.confirm_duration_s={CONFIRM_S}"])
@@ -114,4 +114,6 @@ def test_the_live_probe_fit_scan_asks_the_budget_how_many_windows_are_left(
     assert [v for v, p in phases if p == PHASE_UP] == coarse_levels(1, 64)
     down = [v for v, p in phases if p == PHASE_DOWN]
     assert 2 <= len(down) < len(coarse_levels(1, 64))
-    assert down[::2] == [64] * len(down[::2]) and len(set(down[1::2])) == 1
+    turn = sorted(set(down), reverse=True)
+    assert len(turn) == 3 and turn[0] == 64
+    assert down == [turn[step % 3] for step in range(len(down))]
