@@ -106,7 +106,8 @@ def show(args: argparse.Namespace) -> None:
         found = replay(sweep)
         then, knee = sweep.get("knee_then") or {}, found.knee
         now = (f"{knee.value} ({'resolved' if knee.resolved else 'not resolved'}, band "
-               f"{knee.band[0]}..{knee.band[1]}, share_low {knee.share_low:.3f})"
+               f"{knee.band[0]}..{knee.band[1]}, share_low {knee.share_low:.3f}, share test "
+               f"{knee.evidence[0]:.2f} against {knee.evidence[1]:.2f})"
                if knee else "no knee")
         more = "" if found.wanted is None else f"; today's rule would measure {found.wanted} next"
         ruled = verdict(sweep, found)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from model_optimizer.search.simulate.bench import Bench
-from model_optimizer.search.sweep.budget import budget_check
+from model_optimizer.search.sweep.budget import BudgetCheck, budget_check
 from model_optimizer.search.sweep.model import Point
 
 
@@ -46,10 +46,21 @@ class SimBudget:
         self.step_seconds.append(self.bench.clock - began)
         return point
 
+    def check(self, history: Sequence[Point]) -> BudgetCheck | None:
+        """The live check on the bench's clock (``workload.duration_s`` is the window;
+        None without a budget)."""
+        return budget_check(self.budget_min, self.bench.clock, history, self.step_seconds,
+                            window_s=self.bench.noise.window_s, confirm_s=self.confirm_s,
+                            server_start_s=self.server_start_s)
+
     def spent(self, history: Sequence[Point]) -> bool:
         """True when the time left cannot hold the next step and the confirmation (the
-        live ``SweepSteps.budget_spent``; ``workload.duration_s`` is the window)."""
-        check = budget_check(self.budget_min, self.bench.clock, history, self.step_seconds,
-                             window_s=self.bench.noise.window_s, confirm_s=self.confirm_s,
-                             server_start_s=self.server_start_s)
+        live ``SweepSteps.budget_spent``)."""
+        check = self.check(history)
         return check is not None and not check.fits
+
+    def steps_left(self, history: Sequence[Point]) -> int | None:
+        """The steps the time left still holds with the confirmation (the live
+        ``SweepSteps.steps_left``; None without a budget)."""
+        check = self.check(history)
+        return None if check is None else check.steps_left

@@ -47,7 +47,8 @@ def run_fitted(bench: Bench, seed: int, budget: SimBudget | None = None):
     minutes = (bench.noise.window_s + 5.0) / 60.0
     history = []
     while (step := next_step(history, curve.low, ceiling, THRESHOLD, rounds=NARROW_ROUNDS,
-                             window_minutes=minutes, seed=seed)).value is not None:
+                             window_minutes=minutes, seed=seed,
+                             steps_left=budget.steps_left(history))).value is not None:
         if budget.spent(history):
             break
         assert step.phase is not None  # a step with a value always names its phase

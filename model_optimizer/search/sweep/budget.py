@@ -20,6 +20,7 @@ session's clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,18 @@ class BudgetCheck:
     def fits(self) -> bool:
         """True when the budget holds the next step and the confirmation."""
         return self.ends_at_s <= self.budget_min * 60
+
+    @property
+    def steps_left(self) -> int | None:
+        """How many more steps like the next one the time left holds before the
+        confirmation's reserve, by the same rule as :attr:`fits` (0 exactly when it is
+        False; None when the step's length is not known: 0 s)."""
+        if not self.fits:
+            return 0
+        if self.step_s <= 0:
+            return None
+        room = self.budget_min * 60 - self.elapsed_s - self.reserve_s
+        return max(1, math.floor(room / self.step_s))
 
     def words(self) -> str:
         """Why the budget stops the search here, for the decision and the report."""

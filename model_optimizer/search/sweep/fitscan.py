@@ -8,7 +8,15 @@ phases, every window feeding one fit (:mod:`model_optimizer.search.core.fit`):
    SLO missed, preempted): that level bounds the range, and is bisected against the largest
    acceptable level until the two are within 1/8 of the ceiling;
 2. **down**: the acceptable levels again, top to bottom, so a server that drifts over its
-   life shows up as a time trend the fit removes instead of a slope in the knob;
+   life shows up as a time trend the fit removes instead of a slope in the knob (each
+   level's two windows are as far from the pass's turn, up and down). When the time budget
+   cannot hold every level (``steps_left``: the windows left by the budget's own check,
+   ``search/sweep/budget.py``), the pass measures instead where the choice is decided
+   (:func:`down_plan`): the top (the plateau the knee's share is of) and the two coarse
+   levels nearest the knee fitted on the up pass, top to bottom, in turns until the budget
+   ends; the three take turns, so a drift moves them alike (their mean times within one
+   turn of each other) and leaves the knee's share as it was, and their repeats make the
+   drift a time trend the fit sees;
 3. **narrow**: while the knee's band is not resolved, the coarse levels inside the band (and
    the knee's neighbours) once more, interleaved, at most ``rounds`` times.
 
@@ -21,6 +29,7 @@ scan server's ceiling had to be lowered after a launch failed for memory,
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -88,8 +97,10 @@ def _ceiling_step(history: Sequence[Point], usable: list[int]) -> int | None:
 
 
 def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
-              rounds: int = 3, window_minutes: float = 1 / 3, seed: int = 0) -> FitStep:
-    """The next level, or the finished knee (see the module docstring)."""
+              rounds: int = 3, window_minutes: float = 1 / 3, seed: int = 0,
+              steps_left: int | None = None) -> FitStep:
+    """The next level, or the finished knee (see the module docstring); ``steps_left``: the
+    windows the time budget still holds (None: no budget)."""
     levels = coarse_levels(start, ceiling)
     usable, up_done = _range(history, levels)
     if not up_done:
@@ -97,9 +108,11 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
     ceiling_probe = _ceiling_step(history, usable)
     if ceiling_probe is not None:
         return FitStep(ceiling_probe, PHASE_CEILING)
-    down = [p for p in history if p.phase == PHASE_DOWN]
-    if len(down) < len(usable):
-        return FitStep(list(reversed(usable))[len(down)], PHASE_DOWN)
+    down = len([p for p in history if p.phase == PHASE_DOWN])
+    plan = _down_pass(history, usable, None if steps_left is None else steps_left + down,
+                      threshold, window_minutes, seed)
+    if down < len(plan):
+        return FitStep(plan[down], PHASE_DOWN)
     position = len([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING, PHASE_DOWN)])
     knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
     for _ in range(rounds):
@@ -112,6 +125,28 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
         position += len(levels)
         knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
     return FitStep(None, None, knee)
+
+
+def down_plan(usable: list[int], knee: Knee | None, room: int | None) -> list[int]:
+    """The down pass's levels in order: every acceptable level top to bottom when ``room``
+    (the windows the budget holds for the pass; None: no budget) holds them all, or before
+    there is a knee; else the top and the two levels nearest the knee fitted on the up pass,
+    top to bottom, again and again, ``room`` windows (see the module docstring)."""
+    if room is None or room >= len(usable) or knee is None or len(usable) < 2:
+        return usable[::-1]
+    nearest = sorted(usable[:-1], key=lambda v: (abs(math.log(v / knee.value)), -v))[:2]
+    turn = sorted({*nearest, usable[-1]}, reverse=True)
+    return [turn[step % len(turn)] for step in range(max(1, room))]
+
+
+def _down_pass(history: Sequence[Point], usable: list[int], room: int | None,
+               threshold: float, window_minutes: float, seed: int) -> list[int]:
+    """:func:`down_plan` for a pass of ``room`` windows, the knee fitted on the up pass (only
+    when the room cannot hold every level)."""
+    short = room is not None and room < len(usable)
+    knee = knee_of([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING)], usable,
+                   threshold, window_minutes, seed) if short else None
+    return down_plan(usable, knee, room)
 
 
 def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,

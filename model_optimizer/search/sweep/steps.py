@@ -61,12 +61,22 @@ class SweepSteps:
     def budget_spent(self) -> BudgetCheck | None:
         """The budget check when the time left cannot hold the next step and the
         confirmation (``search/sweep/budget.py``); None while it can, or without a budget."""
-        state, workload = self.state, self.loaded.spec.workload
-        check = budget_check(state.budget, self.session.elapsed(), state.history,
-                             state.step_seconds, window_s=float(workload.duration_s or 0),
-                             confirm_s=float(self.settings.confirm_duration_s or 0),
-                             server_start_s=state.server_start_s)
+        check = self._budget_check()
         return None if check is None or check.fits else check
+
+    def steps_left(self) -> int | None:
+        """How many more steps the time left holds with the confirmation, by the same
+        check (None without a budget)."""
+        check = self._budget_check()
+        return None if check is None else check.steps_left
+
+    def _budget_check(self) -> BudgetCheck | None:
+        """The budget check on the session's clock (None without a budget)."""
+        state, workload = self.state, self.loaded.spec.workload
+        return budget_check(state.budget, self.session.elapsed(), state.history,
+                            state.step_seconds, window_s=float(workload.duration_s or 0),
+                            confirm_s=float(self.settings.confirm_duration_s or 0),
+                            server_start_s=state.server_start_s)
 
     def emit_step(self, value, phase: str | None, reason: str) -> None:
         """The ``step`` event; categorical values give the total and an ETA."""

@@ -40,7 +40,8 @@ class ProbeFit(ProbeScan):
         spent = None
         while (step := next_step(state.history, low, high, config.plateau_threshold,
                                  rounds=NARROW_ROUNDS if rounds is None else rounds + 1,
-                                 window_minutes=minutes)).value is not None:
+                                 window_minutes=minutes,
+                                 steps_left=steps.steps_left())).value is not None:
             if (spent := steps.budget_spent()) is not None:
                 break
             steps.take(step.value, step.phase,
