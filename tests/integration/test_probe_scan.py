@@ -49,7 +49,13 @@ def test_probe_scan_finds_a_knee_and_confirms_it_with_two_launches(recipe_copy, 
         assert level["workload"]["concurrency"] == value and level["url"]
         measured = [r for r in read_jsonl(folder / "steps" / name / "requests.jsonl")
                     if not r["warmup"]]
-        assert len(measured) >= 8 and all(r["ok"] for r in measured)
+        assert len(measured) >= 8
+        if not all(r["ok"] for r in measured):
+            # a request the server dropped (a CI run saw a 9.5 s machine stall end in four
+            # ServerDisconnectedErrors at 13) misses the recipe's min_success_rate 1.0: the
+            # level must count as not acceptable and not be chosen
+            [entry] = [h for h in state["history"] if name in h["run_ids"]]
+            assert entry["slo_met"] is False and value != chosen_value, entry
         metrics = json.loads((folder / "steps" / name / "metrics.json").read_text())
         assert metrics["telemetry_peaks"]["num_requests_running_max"] <= value
         # an interval wherever a steady window was found (8 completions in it: a level at
