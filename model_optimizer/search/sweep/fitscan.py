@@ -134,19 +134,31 @@ def down_plan(usable: list[int], knee: Knee | None, room: int | None) -> list[in
     top to bottom, again and again, ``room`` windows (see the module docstring)."""
     if room is None or room >= len(usable) or knee is None or len(usable) < 2:
         return usable[::-1]
+    return _turns(usable, knee, room)
+
+
+def _turns(usable: list[int], knee: Knee, count: int) -> list[int]:
+    """The short pass: the top and the two levels nearest ``knee``, in turns, ``count``."""
     nearest = sorted(usable[:-1], key=lambda v: (abs(math.log(v / knee.value)), -v))[:2]
     turn = sorted({*nearest, usable[-1]}, reverse=True)
-    return [turn[step % len(turn)] for step in range(max(1, room))]
+    return [turn[step % len(turn)] for step in range(max(1, count))]
 
 
 def _down_pass(history: Sequence[Point], usable: list[int], room: int | None,
                threshold: float, window_minutes: float, seed: int) -> list[int]:
     """:func:`down_plan` for a pass of ``room`` windows, the knee fitted on the up pass (only
-    when the room cannot hold every level)."""
-    short = room is not None and room < len(usable)
+    when the room cannot hold every level). A pass that began short stays short: the live
+    budget's count is re-read each step, and steps shorter than its estimate can grow it
+    past the level count mid-pass, which must not switch the order under way."""
+    taken = [p.value for p in history if p.phase == PHASE_DOWN]
+    began_short = taken != usable[::-1][:len(taken)]
+    if not began_short and (room is None or room >= len(usable)):
+        return usable[::-1]
     knee = knee_of([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING)], usable,
-                   threshold, window_minutes, seed) if short else None
-    return down_plan(usable, knee, room)
+                   threshold, window_minutes, seed)
+    if knee is None or len(usable) < 2:
+        return usable[::-1]
+    return _turns(usable, knee, max(room or 0, len(taken) + 1) if began_short else room or 0)
 
 
 def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,

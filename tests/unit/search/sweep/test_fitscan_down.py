@@ -117,3 +117,18 @@ def test_the_live_probe_fit_scan_asks_the_budget_how_many_windows_are_left(
     turn = sorted(set(down), reverse=True)
     assert len(turn) == 3 and turn[0] == 64
     assert down == [turn[step % 3] for step in range(len(down))]
+
+
+def test_a_down_pass_that_began_short_stays_short_when_the_budget_grows():
+    """The live count is re-read each step; steps shorter than the estimate can raise it past
+    the level count mid-pass. The pass keeps its turns instead of switching to the full
+    order part-way (which would skip levels and repeat the top)."""
+    history = scan(gpu, 256, 16 + 3)
+    down = [p.value for p in history if p.phase == PHASE_DOWN]
+    assert down == [256, 64, 48]
+    step = next_step(history, 1, 256, 0.05, steps_left=40)   # room now above 16 levels
+    assert (step.value, step.phase) == (256, PHASE_DOWN)
+    # a pass that began in the full order keeps it whatever the count says
+    full = [p for p in history if p.phase == PHASE_UP] + [
+        Point(v, PHASE_DOWN, "ok", [gpu(v)], slo_met=True) for v in GPU_LEVELS[::-1][:3]]
+    assert next_step(full, 1, 256, 0.05, steps_left=40).value == GPU_LEVELS[::-1][3]
