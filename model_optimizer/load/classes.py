@@ -25,7 +25,7 @@ CLASS_FIGURES = ("requests", "completed", "failed", "qps", "goodput_qps", "good_
                  "output_tok_s", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
                  "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "mean_prompt_tokens",
                  "mean_output_tokens", "capped_requests", "cached_prompt_share", "slo_met",
-                 "slo_violations")
+                 "slo_violations", "slo_ratio")
 
 
 def run_slo(slo: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -117,6 +117,9 @@ def apply_classes(metrics: dict[str, Any], records: list[Any], window_s: float |
         for violation in classes[name]["slo_violations"]:
             metrics["slo_violations"].append(f"{name}: {violation}")
     metrics["slo_met"] = not metrics["slo_violations"]
+    ratios = [metrics.get("slo_ratio")] + [classes[name].get("slo_ratio")
+                                           for name in with_own & set(classes)]
+    metrics["slo_ratio"] = max((r for r in ratios if r is not None), default=None)
     return metrics
 
 

@@ -115,6 +115,7 @@ class Figures(_Record):
     goodput_qps: float | None = None
     slo_met: bool | None = None
     slo_violations: list[str] | None = None
+    slo_ratio: float | None = None   # the worst latency figure over its SLO bound
     mean_prompt_tokens: float | None = None
     mean_output_tokens: float | None = None
     capped_requests: int | None = None

@@ -206,6 +206,23 @@ def slo_violations(summary: Mapping[str, Any], slo: Mapping[str, Any] | None,
     return violations
 
 
+def slo_ratio(summary: Mapping[str, Any], slo: Mapping[str, Any] | None,
+               samples_s: Mapping[str, list[float]] | None = None) -> float | None:
+    """The worst latency bound's use: the largest ``<metric>_<pNN>_ms`` figure over its
+    bound (1.0 at the bound, above 1 a miss), None when the SLO sets no latency bound or the
+    window has no figure for one. A sweep judges a level's SLO over all its windows with it
+    (``search/core/slocheck.py``); ``min_success_rate`` and ``min_qps`` are not in it."""
+    ratios = []
+    for key, bound in (slo or {}).items():
+        if bound is None or not _BOUND_KEY.match(key) or float(bound) <= 0:
+            continue
+        actual = _aggregate_for_bound(summary, key, samples_s)
+        if actual is None:
+            return None
+        ratios.append(float(actual) / float(bound))
+    return max(ratios) if ratios else None
+
+
 def _aggregate_for_bound(summary: Mapping[str, Any], key: str,
                          samples: Mapping[str, list[float]] | None) -> float | None:
     """The window's value for a ``<metric>_p<NN>_ms`` bound (computed if not a standard NN)."""
@@ -229,8 +246,9 @@ def summarize(
     Keys: requests, completed, failed, success_rate, error_rate, window_s, qps, output_tok_s,
     total_tok_s, total_prompt_tokens, total_output_tokens, ``<m>_mean_ms`` and
     ``<m>_p50/p90/p99_ms`` for m in ttft/tpot/itl/e2e (None without data), good_requests,
-    goodput_qps, slo_met, slo_violations and, with ``output_tokens_expected``,
-    mismatched_output_tokens (completed requests whose usage reported another count).
+    goodput_qps, slo_met, slo_violations, slo_ratio (:func:`slo_ratio`) and, with
+    ``output_tokens_expected``, mismatched_output_tokens (completed requests whose usage
+    reported another count).
     Rates are None when ``window_s`` is missing or not positive.
     """
     records = list(records)
@@ -267,6 +285,7 @@ def summarize(
     violations = slo_violations(summary, slo, samples)
     summary["slo_met"] = not violations
     summary["slo_violations"] = violations
+    summary["slo_ratio"] = slo_ratio(summary, slo, samples)
     if output_tokens_expected is not None:
         summary["mismatched_output_tokens"] = sum(
             1 for record in completed

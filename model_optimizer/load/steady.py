@@ -43,6 +43,7 @@ from model_optimizer.load.stats import (
     latency_samples,
     per_request_bounds_ms,
     percentile,
+    slo_ratio,
     slo_violations,
     summarize,
 )
@@ -224,6 +225,7 @@ def summarize_steady(records: Sequence[Any], window_s: float | None,
     summary["good_requests"] = sum(good)
     violations = slo_violations({**summary, "_samples_s": samples}, slo)
     summary["slo_met"], summary["slo_violations"] = not violations, violations
+    summary["slo_ratio"] = slo_ratio(summary, slo, samples)
     summary["intervals"] = {**rates, **_latency_intervals(summary, samples)}
     summary["steady"] = {
         "start": start, "end": end, "window_s": end - start,

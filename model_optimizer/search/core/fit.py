@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy
 from scipy.optimize import nnls
@@ -40,6 +40,7 @@ from model_optimizer.search.core.robust import (
     weighted_slope,
 )
 from model_optimizer.search.core.sharetest import share_test
+from model_optimizer.search.core.slocheck import SloCheck
 
 #: resolved: a share below 1 - RESOLVED * threshold is ruled out (``sharetest``)
 RESOLVED = 1.5
@@ -75,6 +76,9 @@ class Knee:
     budget_spent: bool = False       # the time budget ended the scan before it finished
     evidence: tuple[float, float] = (0.0, 0.0)  # the share test's root and its critical value
     bound: float = 0.925             # the share the test rules out below (sharetest)
+    slo: dict | None = None          # the SLO over the windows near the knee (slocheck)
+    edge: str | None = None          # why the SLO's edge may hide the best (slojudge)
+    remeasure: tuple[int, ...] = ()  # levels whose windows would settle the SLO's edge
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -91,12 +95,18 @@ class Knee:
         """Resolved, contradicted by its windows, cut by a lowered ceiling, or noisy."""
         band = f"{self.band[0]}..{self.band[1]}"
         if self.resolved:
+            clause = f"; {SloCheck.from_dict(self.slo).words()}" if self.slo else ""
             return (f"knee {self.value} (band {band}; a share below {self._bound()} of the "
-                    f"fitted best ruled out), resolved over {self.windows} windows")
+                    f"fitted best ruled out), resolved over {self.windows} windows{clause}")
         if self.misfit:
             return (f"not resolved: knee {self.value}, but the fitted curve does not describe "
                     f"this server there: {Misfit(**self.misfit).words()}; more windows do "
                     "not fix the model (--strategy probe-scan measures the values)")
+        slo = SloCheck.from_dict(self.slo) if self.slo else None
+        if slo is not None and not slo.shown:
+            return f"not resolved: knee {self.value}, band {band}, but {slo.words()}"
+        if self.edge:
+            return f"not resolved: knee {self.value}, band {band}, but {self.edge}"
         if self.cut:
             return (f"not resolved: knee {self.value}, band {band}, but the scan ceiling was "
                     "lowered after a launch failed for memory, and the fitted curve may rise "
@@ -105,6 +115,21 @@ class Knee:
                 f"not rule out a curve that puts it below {self._bound()} of its best (the "
                 f"refits: as low as {self.share_low:.0%}); about {self.more_windows} more "
                 "windows near the knee would resolve it")
+
+    def with_slo(self, check: SloCheck | None) -> Knee:
+        """This knee with the SLO check of its value: not resolved when it is not shown."""
+        if check is None:
+            return self
+        resolved = self.resolved and check.shown
+        more = self.more_windows if self.resolved == resolved else check.more_windows()
+        return replace(self, slo=asdict(check), resolved=resolved, more_windows=more)
+
+    def with_edge(self, words: str, remeasure: tuple[int, ...], more: int) -> Knee:
+        """This knee, not resolved: the range above it may be feasible and hide the best
+        (``search/sweep/slojudge.py``; ``words``: why); ``remeasure``: the levels whose
+        windows would settle it, ``more``: about how many."""
+        return replace(self, edge=words, resolved=False, remeasure=remeasure,
+                       more_windows=more)
 
     def _bound(self) -> str:
         """The share the test rules out below (``sharetest``), as the verdict names it."""

@@ -71,7 +71,8 @@ class Server:
             return Point(value, phase, "skipped", [], failure_kind="planner")
         reading, ttft = self.read(bench.curve.throughput(value), bench.curve.ttft_ratio(value))
         return Point(value, phase, "ok", [reading], slo_met=ttft <= 1.0, launches=launches,
-                     half_width=1.96 * bench.noise.cv * reading or None)
+                     half_width=1.96 * bench.noise.cv * reading or None,
+                     slo_ratios=[ttft] if bench.curve.slo_edge is not None else [])
 
     def read(self, throughput: float, ttft_ratio: float) -> tuple[float, float]:
         """One window (warm-up and steady part on the clock): the throughput and the TTFT

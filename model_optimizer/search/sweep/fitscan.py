@@ -20,6 +20,11 @@ phases, every window feeding one fit (:mod:`model_optimizer.search.core.fit`):
 3. **narrow**: while the knee's band is not resolved, the coarse levels inside the band (and
    the knee's neighbours) once more, interleaved, at most ``rounds`` times.
 
+Where the recipe sets a latency SLO, the knee is resolved only when its value is shown to meet
+it over every window near it, the ones that missed included
+(:mod:`~model_optimizer.search.core.slocheck`): a level past the SLO's edge that read "met"
+once widens the range, and the check keeps the knee chosen there from being called resolved.
+
 The knee is then chosen on the fine grid (:func:`~model_optimizer.search.sweep.model.relative_grid`,
 1/8 of the value) up to the largest acceptable level, with its band and verdict. When the
 scan server's ceiling had to be lowered after a launch failed for memory,
@@ -34,12 +39,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from model_optimizer.search.core.cutrange import cut_hides
-from model_optimizer.search.core.fit import (
-    Knee,
-    Window,
-    fit_knee,
-)
+from model_optimizer.search.core.fit import Knee, Window, fit_knee
+from model_optimizer.search.core.slocheck import SloCheck
 from model_optimizer.search.sweep.model import RELATIVE_RESOLUTION, Point, relative_grid
+from model_optimizer.search.sweep.slojudge import judged_range, slo_judged, slo_readings
 
 PHASE_UP, PHASE_CEILING = "scan-up", "ceiling"
 PHASE_DOWN, PHASE_NARROW = "scan-down", "narrow"
@@ -114,7 +117,7 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
     if down < len(plan):
         return FitStep(plan[down], PHASE_DOWN)
     position = len([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING, PHASE_DOWN)])
-    knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
+    knee = knee_of(history[:position], usable, threshold, window_minutes, seed, ceiling)
     for _ in range(rounds):
         if knee is None or knee.resolved or knee.misfit:
             break   # (a wrong model is not narrowed: more windows do not fix it)
@@ -123,7 +126,7 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
         if len(taken) < len(levels):
             return FitStep(levels[len(taken)], PHASE_NARROW)
         position += len(levels)
-        knee = knee_of(history[:position], usable, threshold, window_minutes, seed)
+        knee = knee_of(history[:position], usable, threshold, window_minutes, seed, ceiling)
     return FitStep(None, None, knee)
 
 
@@ -165,17 +168,32 @@ def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: f
                 window_minutes: float = 1 / 3, seed: int = 0) -> Knee | None:
     """The knee over every window measured so far (a scan its budget stopped mid-way)."""
     return knee_of(history, _range(history, coarse_levels(start, ceiling))[0], threshold,
-                   window_minutes, seed)
+                   window_minutes, seed, ceiling)
 
 
 def knee_of(history: Sequence[Point], usable: list[int], threshold: float,
-            window_minutes: float, seed: int = 0) -> Knee | None:
-    """The knee over the fine grid up to the largest acceptable level."""
+            window_minutes: float, seed: int = 0, ceiling: int | None = None) -> Knee | None:
+    """The knee over the fine grid up to the largest acceptable level, judged on the SLO
+    (``search/sweep/slojudge.py``; ``ceiling``: the scan's, the top of a range an SLO miss
+    not shown may have cut off)."""
     if not usable:
         return None
-    inside = [p for p in history if p.value <= usable[-1]]
-    return _cached_knee(tuple(windows_of(inside, window_minutes)),
-                        tuple(relative_grid(usable[0], usable[-1])), threshold, seed)
+    readings = slo_readings(history)
+    judged = judged_range(history, usable, readings)
+    windows = tuple(windows_of([p for p in history if p.value <= judged[-1]], window_minutes))
+    knee = _cached_knee(windows, tuple(relative_grid(judged[0], judged[-1])), threshold, seed)
+    if knee is None:
+        return None
+    return slo_judged(knee, history, judged, ceiling, readings,
+                      lambda top: _cut_hides(knee.value, windows, top, threshold, seed))
+
+
+@functools.lru_cache(maxsize=64)
+def _cut_hides(value: int, windows: tuple[Window, ...], top: int, threshold: float,
+               seed: int) -> bool:
+    """:func:`~model_optimizer.search.core.cutrange.cut_hides` up to ``top`` (exclusive),
+    once per set of windows."""
+    return cut_hides(value, windows, top, threshold, seed=seed)
 
 
 @functools.lru_cache(maxsize=64)
@@ -192,7 +210,7 @@ def _band_levels(usable: list[int], knee: Knee) -> list[int]:
     below = [v for v in usable if v < low][-1:]
     above = [v for v in usable if v > high][:1]
     inside = [v for v in usable if low <= v <= high]
-    return sorted(set(below + inside + above + usable[-1:]))
+    return sorted(set(below + inside + above + usable[-1:] + list(knee.remeasure)))
 
 
 def fitted_choice(knee: dict, history: Sequence[Point]) -> tuple[Point, str]:
@@ -210,7 +228,8 @@ def knee_record(knee: dict | None) -> dict | None:
     if knee is None:
         return None
     return {"resolved": knee["resolved"], "value": knee["value"], "band": list(knee["band"]),
-            "share_low": round(knee["share_low"], 4), "windows": knee["windows"]}
+            "share_low": round(knee["share_low"], 4), "windows": knee["windows"],
+            **({"slo_bound": SloCheck.from_dict(knee["slo"]).bound} if knee.get("slo") else {})}
 
 
 def cut_knee(knee: Knee, windows: list[Window], failed: int | None, threshold: float, *,

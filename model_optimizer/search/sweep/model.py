@@ -155,6 +155,7 @@ class Point:
     launches: int = 0
     run_ids: list[str] = field(default_factory=list)
     half_width: float | None = None   # 95% half-width of the window's metric (steady state)
+    slo_ratios: list[float] = field(default_factory=list)  # per window: worst latency / bound
 
     @property
     def metric(self) -> float | None:
@@ -202,6 +203,7 @@ class Point:
         data = dict(data)
         data["metric_samples"] = [float(sample) for sample in data.get("metric_samples", [])]
         data["run_ids"] = list(data.get("run_ids", []))
+        data["slo_ratios"] = [float(ratio) for ratio in data.get("slo_ratios", [])]
         return cls(**data)
 
 

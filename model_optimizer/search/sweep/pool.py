@@ -41,6 +41,7 @@ def pooled(points: Iterable[Any]) -> list[Any]:
         into.metric_samples = into.metric_samples + list(point.metric_samples)
         into.half_width = max(into.half_width or 0.0, point.half_width or 0.0) or None
         into.run_ids = into.run_ids + list(point.run_ids)
+        into.slo_ratios = into.slo_ratios + list(point.slo_ratios)
         into.launches += point.launches
         into.status, into.failure_kind = point.status, point.failure_kind
         into.slo_met = None if into.slo_met is None and point.slo_met is None else (

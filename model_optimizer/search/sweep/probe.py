@@ -132,4 +132,5 @@ def level_point(value, phase: str, outcome, objective: str) -> Point:
         return Point(value, phase, "failed", [], failure_kind=failure, run_ids=run_ids)
     return Point(value, phase, "ok", [figures.figure(objective) or 0.0],
                  slo_met=bool(figures.slo_met), preemptions=peaks.get("preemptions") or 0,
-                 run_ids=run_ids, half_width=figures.half_width(objective))
+                 run_ids=run_ids, half_width=figures.half_width(objective),
+                 slo_ratios=[] if figures.slo_ratio is None else [figures.slo_ratio])

@@ -172,3 +172,15 @@ def test_slo_met_when_every_bound_holds():
 def test_unknown_slo_key_rejected():
     with pytest.raises(ValueError, match="unknown SLO key"):
         summarize([], 1.0, slo={"ttft_max_ms": 1})
+
+
+def test_slo_ratio_is_the_worst_latency_bound_used_and_leaves_out_rates():
+    records = [make_record(i, ttft_s=5.1234 if i >= 8 else 1.0, e2e_s=6.0, output_tokens=2)
+               for i in range(10)]
+    summary = summarize(records, window_s=1.0, slo={
+        "ttft_p50_ms": 2000, "ttft_p99_ms": 10000, "min_success_rate": 0.99, "min_qps": 20})
+    # p50 1000 ms of 2000 is 0.5; p99 5123.4 of 10000 is 0.512: the worst is the p99's
+    assert summary["slo_ratio"] == pytest.approx(summary["ttft_p99_ms"] / 10000)
+    assert summary["slo_met"] is False            # qps 10 < 20: a miss the ratio leaves out
+    assert summarize(records, 1.0, slo={"min_qps": 1})["slo_ratio"] is None
+    assert summarize([], 1.0, slo={"e2e_p90_ms": 100})["slo_ratio"] is None   # no data

@@ -84,6 +84,10 @@ def test_a_level_carries_its_interval():
     point = level_point(16, "grow", outcome(), "qps")
     assert point.acceptable and point.metric == 50.0 and point.half_width == 2.0
     assert point.launches == 0 and point.run_ids == ["level"]   # no launch of its own
+    assert point.slo_ratios == []                     # no latency bound: nothing to judge
+    bounded = outcome()
+    bounded.metrics["slo_ratio"] = 0.42
+    assert level_point(16, "grow", bounded, "qps").slo_ratios == [0.42]
 
 
 def test_preemptions_or_a_full_kv_cache_mark_the_memory_ceiling():
