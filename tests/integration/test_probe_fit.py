@@ -41,8 +41,13 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
     bad = [p.value for p in up if not p.acceptable]
     usable = [v for v in levels if not bad or v < min(bad)]
     assert usable and [p.value for p in points if p.phase == PHASE_DOWN] == usable[::-1]
+    # every window carries its TTFT p99 over the recipe's 5000 ms bound: the knee's SLO is
+    # judged on all of them (search/core/slocheck.py), its upper bound in the revision
+    assert all(len(p.slo_ratios) == 1 and 0 < p.slo_ratios[0] for p in points
+               if p.status == "ok")
     knee = yaml.safe_load(recipe_copy.read_text())["validated"]["knee"]
     assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 4
+    assert not knee["resolved"] or 0 < knee["slo_bound"] < 1
     assert knee["band"][0] <= knee["band"][1] and knee["windows"] >= len(levels) + len(usable)
     assert yaml.safe_load(recipe_copy.read_text())["engine"]["max_num_seqs"] == knee["value"]
     report = (folder / "report.md").read_text()
