@@ -39,7 +39,7 @@ from model_optimizer.search.core.robust import (
     soft_l1,
     weighted_slope,
 )
-from model_optimizer.search.core.sharetest import share_test
+from model_optimizer.search.core.sharetest import look_alpha, share_test
 from model_optimizer.search.core.slocheck import SloCheck
 
 #: resolved: a share below 1 - RESOLVED * threshold is ruled out (``sharetest``)
@@ -198,7 +198,7 @@ def knee_on_grid(params: numpy.ndarray, grid: Sequence[int], threshold: float
 
 
 def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *,
-             seed: int = 0, bootstrap: int = BOOTSTRAP) -> Knee | None:
+             seed: int = 0, bootstrap: int = BOOTSTRAP, look: int = 0) -> Knee | None:
     """The knee over ``grid`` from every window, with its bootstrap band and verdict;
     None with fewer than :data:`MIN_WINDOWS` windows or fewer than three distinct values."""
     if len(windows) < MIN_WINDOWS or len({w.value for w in windows}) < 3:
@@ -214,7 +214,8 @@ def fit_knee(windows: Sequence[Window], grid: Sequence[int], threshold: float, *
                              1e-12))
     misfit = _misfit(windows, params[0], threshold, grid[position], fitted)
     test = share_test(numpy.array([(w.value, w.metric, w.minute) for w in windows]),
-                      list(grid), position, 1 - RESOLVED * threshold, params[0])
+                      list(grid), position, 1 - RESOLVED * threshold, params[0],
+                      look_alpha(look))
     resolved = test.shown and misfit is None
     params = params[0]
     return Knee(int(grid[position]), (int(numpy.quantile(knees, 0.05, method="lower")),

@@ -54,7 +54,8 @@ def run_fitted(bench: Bench, seed: int, budget: SimBudget | None = None):
         assert step.phase is not None  # a step with a value always names its phase
         history.append(budget.take(server.window, step.value, step.phase))
     knee = step.knee if step.value is None else knee_so_far(
-        history, curve.low, ceiling, THRESHOLD, window_minutes=minutes, seed=seed)
+        history, curve.low, ceiling, THRESHOLD, window_minutes=minutes, seed=seed,
+        look=step.look)
     if knee is None:
         return Outcome(None, False, True, bench.launches, bench.windows, bench.clock)
     failed = ceiling * 2 if ceiling < curve.high else None

@@ -57,6 +57,7 @@ class FitStep:
     value: int | None
     phase: str | None
     knee: Knee | None = None
+    look: int = 0     # the verdict the windows so far, and this one, would be (look_alpha)
 
 
 def coarse_levels(start: int, ceiling: int) -> list[int]:
@@ -118,15 +119,16 @@ def next_step(history: Sequence[Point], start: int, ceiling: int, threshold: flo
         return FitStep(plan[down], PHASE_DOWN)
     position = len([p for p in history if p.phase in (PHASE_UP, PHASE_CEILING, PHASE_DOWN)])
     knee = knee_of(history[:position], usable, threshold, window_minutes, seed, ceiling)
-    for _ in range(rounds):
+    for look in range(1, rounds + 1):
         if knee is None or knee.resolved or knee.misfit:
             break   # (a wrong model is not narrowed: more windows do not fix it)
         levels = _band_levels(usable, knee)
         taken = history[position:position + len(levels)]
         if len(taken) < len(levels):
-            return FitStep(levels[len(taken)], PHASE_NARROW)
+            return FitStep(levels[len(taken)], PHASE_NARROW, look=look)
         position += len(levels)
-        knee = knee_of(history[:position], usable, threshold, window_minutes, seed, ceiling)
+        knee = knee_of(history[:position], usable, threshold, window_minutes, seed, ceiling,
+                       look)
     return FitStep(None, None, knee)
 
 
@@ -165,23 +167,27 @@ def _down_pass(history: Sequence[Point], usable: list[int], room: int | None,
 
 
 def knee_so_far(history: Sequence[Point], start: int, ceiling: int, threshold: float, *,
-                window_minutes: float = 1 / 3, seed: int = 0) -> Knee | None:
-    """The knee over every window measured so far (a scan its budget stopped mid-way)."""
+                window_minutes: float = 1 / 3, seed: int = 0, look: int = 0) -> Knee | None:
+    """The knee over every window measured so far (a scan its budget stopped mid-way;
+    ``look``: the next step's, :attr:`FitStep.look`)."""
     return knee_of(history, _range(history, coarse_levels(start, ceiling))[0], threshold,
-                   window_minutes, seed, ceiling)
+                   window_minutes, seed, ceiling, look)
 
 
 def knee_of(history: Sequence[Point], usable: list[int], threshold: float,
-            window_minutes: float, seed: int = 0, ceiling: int | None = None) -> Knee | None:
+            window_minutes: float, seed: int = 0, ceiling: int | None = None,
+            look: int = 0) -> Knee | None:
     """The knee over the fine grid up to the largest acceptable level, judged on the SLO
     (``search/sweep/slojudge.py``; ``ceiling``: the scan's, the top of a range an SLO miss
-    not shown may have cut off)."""
+    not shown may have cut off; ``look``: the verdicts taken before on fewer windows,
+    ``sharetest.look_alpha``)."""
     if not usable:
         return None
     readings = slo_readings(history)
     judged = judged_range(history, usable, readings)
     windows = tuple(windows_of([p for p in history if p.value <= judged[-1]], window_minutes))
-    knee = _cached_knee(windows, tuple(relative_grid(judged[0], judged[-1])), threshold, seed)
+    knee = _cached_knee(windows, tuple(relative_grid(judged[0], judged[-1])), threshold, seed,
+                        look)
     if knee is None:
         return None
     return slo_judged(knee, history, judged, ceiling, readings,
@@ -198,10 +204,10 @@ def _cut_hides(value: int, windows: tuple[Window, ...], top: int, threshold: flo
 
 @functools.lru_cache(maxsize=64)
 def _cached_knee(windows: tuple[Window, ...], grid: tuple[int, ...], threshold: float,
-                 seed: int) -> Knee | None:
+                 seed: int, look: int = 0) -> Knee | None:
     """:func:`fit_knee`, once per set of windows (the next-step function is called after
     every window with the same earlier history)."""
-    return fit_knee(windows, grid, threshold, seed=seed)
+    return fit_knee(windows, grid, threshold, seed=seed, look=look)
 
 
 def _band_levels(usable: list[int], knee: Knee) -> list[int]:

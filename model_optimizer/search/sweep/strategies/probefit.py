@@ -54,7 +54,7 @@ class ProbeFit(ProbeScan):
         ended it) and the decision that says which."""
         state, threshold = self.state, self.state.config.plateau_threshold
         found = step.knee if spent is None else knee_so_far(
-            state.history, low, high, threshold, window_minutes=minutes)
+            state.history, low, high, threshold, window_minutes=minutes, look=step.look)
         knee = cut_knee(found, windows_of(state.history, minutes),
                         state.ceiling_failed, threshold) if found else None
         if knee is not None and spent is not None:

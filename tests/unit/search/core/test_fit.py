@@ -169,3 +169,31 @@ def test_a_quiet_knee_is_still_resolved_by_the_share_test():
     knee = fit_knee(windows(GPU_CV5_SEED0), relative_grid(1, 256), 0.05, seed=0)
     assert knee.value == 44 and knee.resolved and knee.evidence[0] > knee.evidence[1]
     assert "ruled out), resolved over 24 windows" in knee.verdict()
+
+
+def test_each_later_look_needs_more_evidence_and_the_scan_counts_its_looks(monkeypatch):
+    from scipy.stats import t as student
+
+    from model_optimizer.search.core import fit as fit_module
+    from model_optimizer.search.simulate.bench import REGIMES
+    from model_optimizer.search.simulate.drive import run_search
+    from model_optimizer.search.simulate.truth import curves
+
+    first = fit_knee(windows(GPU_CV5_SEED0), relative_grid(1, 256), 0.05, seed=0)
+    third = fit_knee(windows(GPU_CV5_SEED0), relative_grid(1, 256), 0.05, seed=0, look=3)
+    assert first.evidence[0] == third.evidence[0]           # the same statistic
+    dof = len(GPU_CV5_SEED0) - 4                              # the fit's, drift included
+    assert first.evidence[1] == pytest.approx(student.ppf(1 - 0.025, dof), abs=1e-3)
+    assert third.evidence[1] == pytest.approx(student.ppf(1 - 0.025 / 4, dof), abs=1e-3)
+    looks = []
+    real = fit_module.fit_knee
+
+    def recording(*args, look=0, **kwargs):
+        looks.append(look)
+        return real(*args, look=look, **kwargs)
+
+    monkeypatch.setattr("model_optimizer.search.sweep.fitscan.fit_knee", recording)
+    # rise-fall at CV 10%, seed 3: narrowed for several rounds (not resolved at look 0)
+    run_search(curves()["rise-fall"], REGIMES["cv10"], 3, "probe-fit")
+    narrowed = sorted(set(looks))
+    assert narrowed[:3] == [0, 1, 2]
