@@ -86,7 +86,7 @@ def replay(sweep: dict) -> Replay:
     step = next_step(history, low, high, threshold, rounds=NARROW_ROUNDS,
                      window_minutes=minutes)
     knee = step.knee if step.value is None else knee_so_far(
-        history, low, high, threshold, window_minutes=minutes)
+        history, low, high, threshold, window_minutes=minutes, look=step.look)
     if knee is not None:
         knee = cut_knee(knee, windows_of(history, minutes), sweep.get("ceiling_failed"),
                         threshold)
