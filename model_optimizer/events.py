@@ -257,10 +257,12 @@ class SweepSkipped(Event):
 
 @dataclass(frozen=True)
 class ProbeServerStarted(Event):
-    """Probe-scan: one server at ``max_num_seqs`` measures every level."""
+    """A scanning strategy (``strategy``): one server at ``max_num_seqs`` measures every
+    level."""
 
     kind: ClassVar[str] = "probe_server"
     max_num_seqs: int
+    strategy: str = "probe-scan"
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ class SweepProgress(SearchProgress):
         self._log(f"  -> {event.status}{extra}, objective {metric}")
 
     def _on_probe_server(self, event: ProbeServerStarted) -> None:
-        self._log(f"probe-scan: one server at max_num_seqs={event.max_num_seqs}, the "
+        self._log(f"{event.strategy}: one server at max_num_seqs={event.max_num_seqs}, the "
                   "concurrency scanned on it")
 
     def _on_probe_failed(self, event: ProbeFailed) -> None:

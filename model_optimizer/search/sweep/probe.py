@@ -101,15 +101,17 @@ class ProbeServer(ScanServer):
     calls for each level."""
 
     def __init__(self, loaded: LoadedRecipe, steps_dir: Path, ceiling: int, objective: str,
-                 sweep_id: str, emit: EventCallback, engine_factory=None):
+                 sweep_id: str, emit: EventCallback, engine_factory=None,
+                 strategy: str = "probe-scan"):
         super().__init__(loaded.varied({"engine.max_num_seqs": ceiling},
                                        f"probe server ceiling {ceiling}"), steps_dir,
                          ceiling, emit, {"sweep": sweep_id, "probe_server": True,
                                          "value": ceiling}, engine_factory)
         self.loaded, self.objective, self.sweep_id = loaded, objective, sweep_id
+        self.strategy = strategy
 
     def __enter__(self) -> ProbeServer:
-        self.emit(ProbeServerStarted(self.ceiling))
+        self.emit(ProbeServerStarted(self.ceiling, self.strategy))
         super().__enter__()
         return self
 

@@ -60,3 +60,14 @@ def test_a_step_with_a_known_total_shows_done_total_and_the_eta():
     lines = out.getvalue().splitlines()
     assert lines[0] == "step 3: fp8 (next value) [2/4 done, ETA 2 min]"
     assert lines[1] == "step 1: 4 (grow)"  # the total unknown: no counts, no guess
+
+
+def test_the_scan_server_line_names_the_strategy_that_scans():
+    from model_optimizer.events import ProbeServerStarted
+
+    progress, out = display(SweepProgress)
+    progress(ProbeServerStarted(64, "probe-fit"))
+    progress(ProbeServerStarted(32))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("probe-fit: one server at max_num_seqs=64")
+    assert lines[1].startswith("probe-scan: one server at max_num_seqs=32")

@@ -34,7 +34,7 @@ class ProbeScan(Relaunch):
         while not state.scan_finished:
             probe = ProbeServer(steps.loaded, steps.session.steps_dir, int(state.config.max),
                                 state.objective, steps.session.archive.id, steps.emit,
-                                steps.engine_factory)
+                                steps.engine_factory, self.name)
             launching = steps.session.elapsed()
             with probe:
                 state.server_launches += 1
