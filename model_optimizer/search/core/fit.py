@@ -79,6 +79,7 @@ class Knee:
     slo: dict | None = None          # the SLO over the windows near the knee (slocheck)
     edge: str | None = None          # why the SLO's edge may hide the best (slojudge)
     remeasure: tuple[int, ...] = ()  # levels whose windows would settle the SLO's edge
+    window_s: float = 0.0            # a window's seconds in this sweep (median; 0: unknown)
 
     def to_dict(self) -> dict:
         """JSON form for the archive and the revision."""
@@ -114,7 +115,14 @@ class Knee:
         return (f"not resolved at this noise: knee {self.value}, band {band}, the windows do "
                 f"not rule out a curve that puts it below {self._bound()} of its best (the "
                 f"refits: as low as {self.share_low:.0%}); about {self.more_windows} more "
-                "windows near the knee would resolve it")
+                f"windows near the knee{self._minutes()} would resolve it")
+
+    def _minutes(self) -> str:
+        """The more windows' time at this sweep's pace (empty when unknown)."""
+        if not self.window_s:
+            return ""
+        minutes = self.more_windows * self.window_s / 60
+        return f" (about {minutes:.0f} minutes at this sweep's {self.window_s:.0f} s a window)"
 
     def with_slo(self, check: SloCheck | None) -> Knee:
         """This knee with the SLO check of its value: not resolved when it is not shown."""

@@ -6,6 +6,7 @@ verdict says the budget ended the scan. ``--strict`` refuses a knee that is not 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from model_optimizer.archive import failed_status
@@ -59,6 +60,8 @@ class ProbeFit(ProbeScan):
                         state.ceiling_failed, threshold) if found else None
         if knee is not None and spent is not None:
             knee = replace(knee, budget_spent=True)
+        if knee is not None and state.step_seconds:
+            knee = replace(knee, window_s=round(statistics.median(state.step_seconds), 1))
         state.knee = knee.to_dict() if knee else None
         verdict = knee.verdict() if knee else "too few acceptable windows to fit a curve"
         if spent is None:

@@ -197,3 +197,14 @@ def test_each_later_look_needs_more_evidence_and_the_scan_counts_its_looks(monke
     run_search(curves()["rise-fall"], REGIMES["cv10"], 3, "probe-fit")
     narrowed = sorted(set(looks))
     assert narrowed[:3] == [0, 1, 2]
+
+
+def test_an_unresolved_knee_says_how_many_minutes_more_windows_would_take():
+    from dataclasses import replace
+
+    knee = fit_knee(windows(RUN5), GRID, 0.05)
+    assert "minutes" not in knee.verdict()                # the pace is not known to the fit
+    paced = replace(knee, window_s=30.0)
+    minutes = round(knee.more_windows * 30 / 60)
+    assert (f"about {knee.more_windows} more windows near the knee (about {minutes} minutes "
+            "at this sweep's 30 s a window) would resolve it") in paced.verdict()
