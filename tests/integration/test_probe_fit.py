@@ -43,7 +43,7 @@ def test_probe_fit_scans_up_and_down_and_writes_the_fitted_knee(recipe_copy, tmp
     assert usable and [p.value for p in points if p.phase == PHASE_DOWN] == usable[::-1]
     # every window carries its TTFT p99 over the recipe's 5000 ms bound: the knee's SLO is
     # judged on all of them (search/core/slocheck.py), its upper bound in the revision
-    assert all(len(p.slo_ratios) == 1 and 0 < p.slo_ratios[0] for p in points
+    assert all(len(p.slo_ratios) == 1 and p.slo_ratios[0] > 0 for p in points
                if p.status == "ok")
     knee = yaml.safe_load(recipe_copy.read_text())["validated"]["knee"]
     assert isinstance(knee["resolved"], bool) and 1 <= knee["value"] <= 4
