@@ -31,8 +31,6 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scipy.stats import t as student_t
-
 #: one-sided level, as the knee's share test (``search/core/sharetest.py``)
 ALPHA = 0.025
 #: more windows than this many times those taken are not promised (the value reads at the edge)
@@ -151,6 +149,7 @@ def slo_check(value: int, readings: Iterable[tuple[float, float]]) -> SloCheck |
         return SloCheck(value, math.exp(estimate), None, None, levels, count)
     spread = math.sqrt(variance * sum(w * w / len(by_level[b])
                                       for b, w in pairs))
+    from scipy.stats import t as student_t  # (0.3 s to import: only once a knee is judged)
     half = float(student_t.ppf(1 - ALPHA, df)) * spread
     return SloCheck(value, math.exp(estimate), estimate + variance / 2, half, levels, count)
 
